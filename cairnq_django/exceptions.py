@@ -1,0 +1,113 @@
+"""Errors raised by cairnq_django; names match the upstream cairnq SDKs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class CairnQError(Exception):
+    """Base class of every cairnq_django runtime error."""
+
+
+class SerializationError(CairnQError, ValueError):
+    """A payload, metadata or result that JSON cannot carry; nothing was written."""
+
+
+class AlreadyExists(CairnQError):
+    """A keyed submit with ``conflict="reject"`` found a recorded task."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(f"a task already exists for key {key!r}")
+        self.key = key
+
+
+class LostLease(CairnQError):
+    """A worker write found the task no longer owned by this worker."""
+
+    def __init__(self, task_id: str) -> None:
+        super().__init__(f"lease lost for task {task_id}")
+        self.task_id = task_id
+
+
+class TaskError(CairnQError):
+    """Raise from a handler to fail a task with a chosen envelope.
+
+    Unlike any other exception, a ``TaskError`` is not retried unless
+    ``retryable=True`` is given.
+    """
+
+    def __init__(
+        self,
+        message: str = "task failed",
+        *,
+        type: str = "TaskError",
+        code: str = "task_error",
+        retryable: bool = False,
+        details: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.type = type
+        self.code = code
+        self.retryable = retryable
+        self.details = details or {}
+
+    def envelope(self) -> dict[str, Any]:
+        return {
+            "type": self.type,
+            "code": self.code,
+            "message": self.message,
+            "retryable": self.retryable,
+            "details": self.details,
+        }
+
+
+class TaskFailed(CairnQError):
+    """A waited-for task ended ``failed``; the envelope members are attributes."""
+
+    def __init__(self, task_id: str, envelope: dict[str, Any] | None) -> None:
+        envelope = dict(envelope or {})
+        self.task_id = task_id
+        self.envelope = envelope
+        self.type = envelope.get("type") or "TaskError"
+        self.code = envelope.get("code") or "task_error"
+        self.message = envelope.get("message") or "task failed"
+        self.retryable = bool(envelope.get("retryable", False))
+        self.details = envelope.get("details") or {}
+        super().__init__(f"task {task_id} failed: {self.type}: {self.message}")
+
+
+class TaskCanceled(CairnQError):
+    """A waited-for task ended ``canceled``."""
+
+    def __init__(self, task_id: str) -> None:
+        super().__init__(f"task {task_id} was canceled")
+        self.task_id = task_id
+
+
+class TaskTimeout(CairnQError):
+    """A wait passed its deadline; the task itself keeps running."""
+
+    def __init__(self, task_id: str | None, snapshot: Any = None, key: str | None = None) -> None:
+        what = f"task {task_id}" if task_id else f"task for key {key!r}"
+        super().__init__(f"timed out waiting for {what}")
+        self.task_id = task_id
+        self.snapshot = snapshot
+        self.key = key
+
+
+class QueueFull(CairnQError):
+    """The submit gate waited its whole budget for headroom; nothing was enqueued."""
+
+    def __init__(self, queue: str, waited_ms: int) -> None:
+        super().__init__(f"queue {queue!r} stayed full for {waited_ms} ms")
+        self.queue = queue
+        self.waited_ms = waited_ms
+
+
+class UnknownTask(CairnQError, LookupError):
+    """A task name that no installed app registered."""
+
+
+class SchemaNotInstalled(CairnQError):
+    """The cairnq tables are missing: ``manage.py migrate cairnq`` has not run."""

@@ -1,0 +1,183 @@
+"""Unmanaged models over the cairnq v1 tables.
+
+The tables are shared with the upstream SDKs, so Django must never create,
+alter or drop them: ``managed = False`` keeps Django's schema editor away, and
+``migrations/0001_install_schema.py`` installs the protocol's exact DDL.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from django.db import models
+from django.utils.translation import gettext_lazy as _
+
+TERMINAL_STATUSES = ("succeeded", "failed", "canceled")
+LIVE_STATUSES = ("queued", "running")
+
+
+class TaskStatus(models.TextChoices):
+    # Waiting for a worker; may be delayed until run_at.
+    QUEUED = "queued", _("Queued")
+    # Leased by a worker; lease_until_ms bounds how long without a heartbeat.
+    RUNNING = "running", _("Running")
+    # Finished; the result is stored.
+    SUCCEEDED = "succeeded", _("Succeeded")
+    # Finished after its last allowed attempt or a permanent error.
+    FAILED = "failed", _("Failed")
+    # Canceled before or while running (cancel wins over any outcome).
+    CANCELED = "canceled", _("Canceled")
+
+
+def ms_to_datetime(value: int | None) -> dt.datetime | None:
+    if value is None:
+        return None
+    return dt.datetime.fromtimestamp(value / 1000, tz=dt.timezone.utc)
+
+
+class TaskQuerySet(models.QuerySet["Task"]):
+    def queued(self) -> TaskQuerySet:
+        return self.filter(status=TaskStatus.QUEUED)
+
+    def running(self) -> TaskQuerySet:
+        return self.filter(status=TaskStatus.RUNNING)
+
+    def terminal(self) -> TaskQuerySet:
+        return self.filter(status__in=TERMINAL_STATUSES)
+
+    def live(self) -> TaskQuerySet:
+        return self.filter(status__in=LIVE_STATUSES)
+
+    def expired(self, now_ms: int) -> TaskQuerySet:
+        # Repeat the partial index's predicate literally so SQLite can use it.
+        return self.filter(
+            status=TaskStatus.RUNNING, lease_until_ms__isnull=False, lease_until_ms__lte=now_ms
+        )
+
+
+class Task(models.Model):
+    id = models.TextField(primary_key=True)
+    name = models.TextField(_("name"))
+    queue = models.TextField(_("queue"), db_default="default")
+    status = models.TextField(_("status"), choices=TaskStatus.choices)
+    payload = models.JSONField(_("payload"))
+    result = models.JSONField(_("result"), null=True)
+    error = models.JSONField(_("error"), null=True)
+    metadata = models.JSONField(_("metadata"), db_default={})
+    progress = models.FloatField(_("progress"), null=True)
+    message = models.TextField(_("message"), null=True)
+    attempt = models.IntegerField(_("attempt"), db_default=0)
+    max_attempts = models.IntegerField(_("max attempts"), db_default=3)
+    priority = models.IntegerField(_("priority"), db_default=0)
+    worker_id = models.TextField(_("worker"), null=True)
+    lease_until_ms = models.BigIntegerField(_("lease until (ms)"), null=True)
+    run_at_ms = models.BigIntegerField(_("run at (ms)"))
+    cancel_requested_at_ms = models.BigIntegerField(_("cancel requested at (ms)"), null=True)
+    parent_id = models.TextField(_("parent"), null=True)
+    root_id = models.TextField(_("root"), null=True)
+    correlation_id = models.TextField(_("correlation id"), null=True)
+    created_at_ms = models.BigIntegerField(_("created at (ms)"))
+    updated_at_ms = models.BigIntegerField(_("updated at (ms)"))
+    completed_at_ms = models.BigIntegerField(_("completed at (ms)"), null=True)
+
+    objects = TaskQuerySet.as_manager()
+
+    class Meta:
+        managed = False
+        db_table = "cairnq_tasks"
+        verbose_name = _("task")
+        verbose_name_plural = _("tasks")
+        permissions = [
+            ("cancel_task", _("Can cancel tasks")),
+            ("retry_task", _("Can retry tasks")),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} [{self.id}]"
+
+    # Status predicates, so callers need not compare strings.
+    @property
+    def is_terminal(self) -> bool:
+        return self.status in TERMINAL_STATUSES
+
+    @property
+    def is_queued(self) -> bool:
+        return self.status == TaskStatus.QUEUED
+
+    @property
+    def is_running(self) -> bool:
+        return self.status == TaskStatus.RUNNING
+
+    @property
+    def succeeded(self) -> bool:
+        return self.status == TaskStatus.SUCCEEDED
+
+    @property
+    def failed(self) -> bool:
+        return self.status == TaskStatus.FAILED
+
+    @property
+    def canceled(self) -> bool:
+        return self.status == TaskStatus.CANCELED
+
+    @property
+    def cancel_requested(self) -> bool:
+        return self.status == TaskStatus.RUNNING and self.cancel_requested_at_ms is not None
+
+    # Datetime views of the millisecond columns, for templates and the admin.
+    @property
+    def created_at(self) -> dt.datetime | None:
+        return ms_to_datetime(self.created_at_ms)
+
+    @property
+    def run_at(self) -> dt.datetime | None:
+        return ms_to_datetime(self.run_at_ms)
+
+    @property
+    def completed_at(self) -> dt.datetime | None:
+        return ms_to_datetime(self.completed_at_ms)
+
+    @property
+    def lease_until(self) -> dt.datetime | None:
+        return ms_to_datetime(self.lease_until_ms)
+
+    @classmethod
+    def from_row(cls, using: str, row: dict[str, Any]) -> Task:
+        """Build an instance from a decoded store row without another query."""
+        return cls.from_db(using, list(row), list(row.values()))
+
+
+class TaskKey(models.Model):
+    key = models.TextField(primary_key=True)
+    # DO_NOTHING in Python: the database cascades (the protocol requires ON DELETE CASCADE).
+    task = models.ForeignKey(
+        Task, on_delete=models.DO_NOTHING, db_column="task_id", db_constraint=False, db_index=False
+    )
+    created_at_ms = models.BigIntegerField()
+    updated_at_ms = models.BigIntegerField()
+
+    class Meta:
+        managed = False
+        db_table = "cairnq_task_keys"
+        verbose_name = _("task key")
+
+
+class ProtocolMeta(models.Model):
+    key = models.TextField(primary_key=True)
+    value = models.TextField()
+
+    class Meta:
+        managed = False
+        db_table = "cairnq_meta"
+        verbose_name = _("protocol metadata")
+
+
+class MigrationLedger(models.Model):
+    name = models.TextField(primary_key=True)
+    applied_at_ms = models.BigIntegerField()
+
+    class Meta:
+        managed = False
+        db_table = "cairnq_migrations"
+        verbose_name = _("schema ledger entry")

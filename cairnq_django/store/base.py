@@ -1,0 +1,252 @@
+"""The store: every cairnq v1 operation, as one SQL statement per file per dialect.
+
+``Store`` is the contract the public API, the worker and the admin build on.
+``store.get_store()`` returns the right dialect for ``CAIRNQ["DATABASE"]``.
+Rows cross this boundary as ``Task`` model instances (JSON columns decoded),
+except where a method says otherwise.
+
+Naming: each method maps to the protocol operation of the same name
+(cairnq-protocol-v1.md section 3); a ``*_many`` method is the same operation
+applied to many tasks in one statement, each task keeping its own outcome.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..models import Task
+
+CONFLICT_STRATEGIES = ("reuse", "reuse-succeeded", "reject", "replace")
+
+
+@dataclass(frozen=True)
+class SubmitSpec:
+    """One task to insert; already validated and JSON-encoded by the caller."""
+
+    name: str
+    payload_json: str
+    queue: str = "default"
+    key: str | None = None
+    conflict: str = "reuse"
+    priority: int = 0
+    max_attempts: int = 3
+    delay_ms: int = 0
+    metadata_json: str = "{}"
+    parent_id: str | None = None
+    root_id: str | None = None
+    correlation_id: str | None = None
+
+
+@dataclass(frozen=True)
+class Failure:
+    """One task's failure, as handed to ``fail_many``."""
+
+    task_id: str
+    error: dict[str, Any]
+    retryable: bool = True
+    delay_ms: int = 0
+
+
+@dataclass
+class Draw:
+    """The function a claim planner calls inside the claim transaction.
+
+    ``draw(names, limit)`` takes up to ``limit`` claimable rows whose name is in
+    ``names`` (``None`` = any name; ``[]`` = nothing) and returns them leased.
+    """
+
+    run: Callable[[Sequence[str] | None, int], list[Task]]
+    rows: list[Task] = field(default_factory=list)
+
+    def __call__(self, names: Sequence[str] | None, limit: int) -> list[Task]:
+        if limit <= 0 or (names is not None and len(names) == 0):
+            return []
+        taken = self.run(names, limit)
+        self.rows.extend(taken)
+        return taken
+
+
+class Store:
+    """Abstract store; see ``postgres.PostgresStore`` and ``sqlite.SQLiteStore``.
+
+    All times are epoch milliseconds. Worker writes are conditioned on
+    ownership (status running, this worker id, lease in the future); a single
+    write that matches no row raises ``LostLease``.
+    """
+
+    dialect: str  # "sqlite" or "postgres"
+    alias: str  # Django database alias
+
+    # ---- client side -------------------------------------------------
+    def submit(self, spec: SubmitSpec) -> Task:
+        """Insert one task (keyed: the protocol's conflict strategies); return the row."""
+        raise NotImplementedError
+
+    def submit_many(self, specs: Sequence[SubmitSpec]) -> list[Task]:
+        """Submit many tasks in one transaction, keyed ones keeping every rule."""
+        raise NotImplementedError
+
+    def get(self, task_id: str) -> Task | None:
+        raise NotImplementedError
+
+    def get_by_key(self, key: str) -> Task | None:
+        raise NotImplementedError
+
+    def get_status(self, task_id: str) -> tuple[str, str] | None:
+        """Return ``(id, status)`` or None: the cheap polling probe."""
+        raise NotImplementedError
+
+    def get_status_by_key(self, key: str) -> tuple[str, str] | None:
+        raise NotImplementedError
+
+    def list(
+        self,
+        *,
+        status: str | None = None,
+        queue: str | None = None,
+        name: str | None = None,
+        root_id: str | None = None,
+        correlation_id: str | None = None,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> list[Task]:
+        raise NotImplementedError
+
+    def stats(self, queue: str | None = None) -> dict[str, dict[str, int]]:
+        raise NotImplementedError
+
+    def queue_depth(self, queue: str, max_depth: int) -> int:
+        """Return headroom: ``max_depth`` minus queued rows, floored at 0."""
+        raise NotImplementedError
+
+    def cancel(self, task_id: str) -> Task | None:
+        raise NotImplementedError
+
+    def cancel_by_key(self, key: str) -> Task | None:
+        raise NotImplementedError
+
+    def cancel_many(self, task_ids: Sequence[str]) -> list[Task]:
+        """Cancel every listed live task in one statement; return the changed rows."""
+        raise NotImplementedError
+
+    def retry(self, task_id: str, *, reset_attempt: bool = False) -> Task | None:
+        raise NotImplementedError
+
+    def retry_by_key(self, key: str, *, reset_attempt: bool = False) -> Task | None:
+        raise NotImplementedError
+
+    def retry_many(self, task_ids: Sequence[str], *, reset_attempt: bool = False) -> list[Task]:
+        """Retry every listed failed/canceled task in one statement; return the changed rows."""
+        raise NotImplementedError
+
+    def purge(
+        self,
+        *,
+        older_than_ms: int = 0,
+        queue: str | None = None,
+        status: str | None = None,
+        name: str | None = None,
+        limit: int = 1000,
+    ) -> list[str]:
+        raise NotImplementedError
+
+    # ---- worker side -------------------------------------------------
+    def now_ms(self) -> int:
+        """Return the store's notion of now (database clock on PostgreSQL)."""
+        raise NotImplementedError
+
+    def has_claimable(self, queues: Sequence[str], names: Sequence[str] | None) -> bool:
+        """Read-only probe: anything claimable now, or any expired lease anywhere."""
+        raise NotImplementedError
+
+    def claim_session(
+        self,
+        queues: Sequence[str],
+        worker_id: str,
+        lease_ms: int,
+        probe_names: Sequence[str] | None,
+        plan: Callable[[Draw], None],
+    ) -> list[Task] | None:
+        """Run one claim session (protocol 3.9).
+
+        Probe first; if nothing is claimable return None without a transaction.
+        Otherwise, in one short transaction: recover expired leases, then call
+        ``plan(draw)``, which may call ``draw(names, limit)`` any number of
+        times. Return every row drawn.
+        """
+        raise NotImplementedError
+
+    def claim(
+        self,
+        queues: Sequence[str],
+        worker_id: str,
+        *,
+        lease_ms: int = 30_000,
+        limit: int = 1,
+        names: Sequence[str] | None = None,
+    ) -> list[Task]:
+        """The single-draw claim of the protocol (a session with one draw)."""
+        rows = self.claim_session(queues, worker_id, lease_ms, names, lambda draw: draw(names, limit))
+        return rows or []
+
+    def recover_leases(self) -> int:
+        """Recover expired leases outside a claim; return how many rows changed."""
+        raise NotImplementedError
+
+    def heartbeat(self, task_id: str, worker_id: str, lease_ms: int) -> Task:
+        raise NotImplementedError
+
+    def heartbeat_batch(
+        self, task_ids: Sequence[str], worker_id: str, lease_ms: int
+    ) -> dict[str, int | None]:
+        """Renew owned tasks; return ``{id: cancel_requested_at_ms}`` of those renewed."""
+        raise NotImplementedError
+
+    def progress(
+        self, task_id: str, worker_id: str, progress: float | None, message: str | None
+    ) -> Task:
+        raise NotImplementedError
+
+    def succeed(
+        self, task_id: str, worker_id: str, result_json: str | None, message: str | None = None
+    ) -> Task:
+        raise NotImplementedError
+
+    def complete(self, task_id: str, worker_id: str, result_json: str | None) -> Task:
+        raise NotImplementedError
+
+    def complete_many(
+        self, worker_id: str, results: Sequence[tuple[str, str | None]]
+    ) -> dict[str, str]:
+        """Complete many owned tasks in one statement.
+
+        ``results`` pairs a task id with its encoded result (or None). Returns
+        ``{id: final status}`` for the rows written; an id missing from the
+        answer lost its lease.
+        """
+        raise NotImplementedError
+
+    def fail(
+        self,
+        task_id: str,
+        worker_id: str,
+        error: dict[str, Any],
+        *,
+        retryable: bool = True,
+        delay_ms: int = 0,
+    ) -> Task:
+        raise NotImplementedError
+
+    def fail_many(self, worker_id: str, failures: Sequence[Failure]) -> dict[str, str]:
+        """Fail many owned tasks in one statement, each with its own envelope,
+        retryability and delay. Returns ``{id: final status}`` of rows written."""
+        raise NotImplementedError
+
+    def release(self, task_ids: Sequence[str], worker_id: str) -> list[str]:
+        """Hand owned running tasks back to ``queued`` (drain deadline) without
+        counting the attempt as a failure; cancel-requested ones end ``canceled``.
+        Returns ids released."""
+        raise NotImplementedError

@@ -1,0 +1,94 @@
+"""Settings of the runnable test and demo project.
+
+The database comes from ``DATABASE_URL`` (django-environ); without it the
+project uses a SQLite file next to this module. ``CAIRNQ_TEST_OVERRIDES`` (a
+JSON object) overlays ``CAIRNQ`` so fault tests can shorten timings.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import environ
+
+BASE_DIR = Path(__file__).resolve().parent
+env = environ.Env()
+
+SECRET_KEY = "cairnq-testproject-not-secret"
+DEBUG = env.bool("DJANGO_DEBUG", default=False)
+ALLOWED_HOSTS = ["*"]
+USE_TZ = True
+TIME_ZONE = "UTC"
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "cairnq_django",
+    "testproject.demo",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+]
+
+ROOT_URLCONF = "testproject.urls"
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ]
+        },
+    }
+]
+STATIC_URL = "static/"
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+DEFAULT_SQLITE = BASE_DIR.parent / "var" / "demo.sqlite3"
+DATABASES = {"default": env.db("DATABASE_URL", default=f"sqlite:///{DEFAULT_SQLITE}")}
+
+_db = DATABASES["default"]
+if _db["ENGINE"] == "django.db.backends.sqlite3":
+    Path(_db["NAME"]).parent.mkdir(parents=True, exist_ok=True)
+    # BEGIN IMMEDIATE for every write transaction, WAL so readers never block
+    # the worker, and a busy timeout so writers wait instead of failing.
+    _db["OPTIONS"] = {
+        "transaction_mode": "IMMEDIATE",
+        "timeout": 5,
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+    }
+    # Tests need a real file (worker subprocesses open it too), never :memory:.
+    _db["TEST"] = {"NAME": os.environ.get("CAIRNQ_TEST_SQLITE", str(BASE_DIR.parent / "var" / "test.sqlite3"))}
+else:
+    _db.setdefault("OPTIONS", {})
+    if os.environ.get("CAIRNQ_TEST_DBNAME"):
+        _db["TEST"] = {"NAME": os.environ["CAIRNQ_TEST_DBNAME"]}
+
+CAIRNQ = {
+    "RESOURCES": {"gpu": 1},
+}
+CAIRNQ.update(json.loads(os.environ.get("CAIRNQ_TEST_OVERRIDES", "{}")))
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "loggers": {"cairnq_django": {"handlers": ["console"], "level": os.environ.get("CAIRNQ_LOG_LEVEL", "INFO")}},
+}
