@@ -31,6 +31,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "cairnq_django",
     "testproject.demo",
+    # "testproject.pipeline",  (enabled once the worker lands)
 ]
 
 MIDDLEWARE = [

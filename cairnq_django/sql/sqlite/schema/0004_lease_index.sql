@@ -1,0 +1,11 @@
+-- Step 0004_lease_index.sql: partial index over live leases, for lease recovery.
+-- No parameters. The predicate's two terms must stay literally as the recovery
+-- statement writes them: SQLite matches partial-index terms syntactically.
+-- There is no 0003 on SQLite (it is PostgreSQL's NOTIFY trigger).
+
+-- statement: lease index
+CREATE INDEX IF NOT EXISTS cairnq_tasks_lease_idx ON cairnq_tasks (lease_until_ms)
+    WHERE status = 'running' AND lease_until_ms IS NOT NULL
+
+-- statement: schema version
+UPDATE cairnq_meta SET value = '4' WHERE key = 'schema_version'
