@@ -1,0 +1,170 @@
+"""Turn ``CAIRNQ["RETENTION"]`` into purge rules and sweep them in bounded batches.
+
+Running workers call :func:`sweep` every ``CAIRNQ["RETENTION_INTERVAL_MS"]``;
+``cairnq_purge`` uses :func:`parse_duration_ms` for its ``--older-than`` flag.
+The setting takes the shapes of the upstream ``Retention`` (protocol 4.15):
+
+* ``None``: no retention (the default);
+* an int: one cutoff in ms for every terminal status;
+* ``{status: cutoff_ms}``: only the listed terminal statuses are swept;
+* a list of ``{"older_than_ms": ..., "status"?, "queue"?, "name"?}`` rules.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from django.core.exceptions import ImproperlyConfigured
+
+from .conf import get_config
+from .models import TERMINAL_STATUSES
+
+if TYPE_CHECKING:
+    from .store.base import Store
+
+DEFAULT_BATCH = 1000
+
+_UNITS_MS = {"ms": 1, "s": 1_000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 604_800_000}
+_DURATION = re.compile(r"^\s*(\d+)\s*(ms|s|m|h|d|w)\s*$")
+
+
+def parse_duration_ms(text: str) -> int:
+    """Parse ``500ms``, ``30s``, ``30m``, ``12h``, ``7d`` or ``2w`` into milliseconds.
+
+    A bare number is refused: "7" could mean days or milliseconds, and a purge
+    is the wrong place to guess. Raises ``ValueError`` with a readable message.
+    """
+    match = _DURATION.match(text or "")
+    if not match:
+        raise ValueError(f"{text!r} is not a duration; use a number and a unit: 500ms, 30s, 30m, 12h, 7d, 2w")
+    return int(match.group(1)) * _UNITS_MS[match.group(2)]
+
+
+@dataclass(frozen=True)
+class PurgeRule:
+    """One purge: terminal rows finished more than ``older_than_ms`` ago, narrowed by filters."""
+
+    older_than_ms: int
+    status: str | None = None  # None: every terminal status
+    queue: str | None = None
+    name: str | None = None
+
+
+def _cutoff(value: Any, where: str) -> int:
+    # bool is an int subclass; True would silently mean "older than 1 ms".
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ImproperlyConfigured(f'CAIRNQ["RETENTION"]{where}: cutoff must be an int of milliseconds >= 0, got {value!r}')
+    return value
+
+
+def _status(value: Any, where: str) -> str | None:
+    if value is None:
+        return None
+    if value not in TERMINAL_STATUSES:
+        raise ImproperlyConfigured(
+            f'CAIRNQ["RETENTION"]{where}: status {value!r} is not terminal; use one of {", ".join(TERMINAL_STATUSES)}'
+        )
+    return str(value)
+
+
+def _optional_text(value: Any, field: str, where: str) -> str | None:
+    if value is None or (isinstance(value, str) and value):
+        return value
+    raise ImproperlyConfigured(f'CAIRNQ["RETENTION"]{where}: {field} must be a non-empty string, got {value!r}')
+
+
+def parse_rules(value: Any) -> list[PurgeRule]:
+    """Return the purge rules a ``RETENTION`` value stands for; raise ``ImproperlyConfigured`` if invalid."""
+    if value is None:
+        return []
+    if isinstance(value, int) and not isinstance(value, bool):
+        return [PurgeRule(_cutoff(value, ""))]
+    if isinstance(value, Mapping):
+        if not value:
+            raise ImproperlyConfigured('CAIRNQ["RETENTION"] is an empty mapping; use None to disable retention')
+        return [
+            PurgeRule(_cutoff(cutoff, f"[{status!r}]"), status=_status(status, f"[{status!r}]"))
+            for status, cutoff in value.items()
+        ]
+    if isinstance(value, Sequence) and not isinstance(value, (str, bytes)):
+        if not value:
+            raise ImproperlyConfigured('CAIRNQ["RETENTION"] is an empty list; use None to disable retention')
+        rules = []
+        for index, item in enumerate(value):
+            where = f"[{index}]"
+            if not isinstance(item, Mapping):
+                raise ImproperlyConfigured(f'CAIRNQ["RETENTION"]{where} must be a dict with "older_than_ms"')
+            unknown = set(item) - {"older_than_ms", "status", "queue", "name"}
+            if unknown or "older_than_ms" not in item:
+                raise ImproperlyConfigured(
+                    f'CAIRNQ["RETENTION"]{where} takes "older_than_ms" and optional "status", "queue", "name"'
+                    + (f"; unknown: {', '.join(sorted(unknown))}" if unknown else "")
+                )
+            rules.append(
+                PurgeRule(
+                    _cutoff(item["older_than_ms"], where),
+                    status=_status(item.get("status"), where),
+                    queue=_optional_text(item.get("queue"), "queue", where),
+                    name=_optional_text(item.get("name"), "name", where),
+                )
+            )
+        return rules
+    raise ImproperlyConfigured(
+        f'CAIRNQ["RETENTION"] must be None, an int of milliseconds, {{status: ms}} or a list of rules; got {value!r}'
+    )
+
+
+def configured_rules() -> list[PurgeRule]:
+    """Return the rules of the current ``CAIRNQ["RETENTION"]`` setting."""
+    return parse_rules(get_config()["RETENTION"])
+
+
+def purge_rule(
+    store: Store,
+    rule: PurgeRule,
+    *,
+    limit: int = DEFAULT_BATCH,
+    should_stop: Callable[[], bool] | None = None,
+    on_batch: Callable[[int], None] | None = None,
+) -> int:
+    """Drain one rule: purge ``limit`` rows at a time until a batch comes back short.
+
+    Each batch is its own statement, so no transaction or lock outlives a batch.
+    ``should_stop`` is asked between batches (a stopping worker cuts the sweep
+    short); ``on_batch`` receives each batch's count. Returns the rows deleted.
+    """
+    total = 0
+    while True:
+        ids = store.purge(
+            older_than_ms=rule.older_than_ms, status=rule.status, queue=rule.queue, name=rule.name, limit=limit
+        )
+        total += len(ids)
+        if on_batch is not None:
+            on_batch(len(ids))
+        if len(ids) < limit or (should_stop is not None and should_stop()):
+            return total
+
+
+def sweep(
+    store: Store,
+    limit: int = DEFAULT_BATCH,
+    *,
+    rules: Sequence[PurgeRule] | None = None,
+    should_stop: Callable[[], bool] | None = None,
+) -> int:
+    """Apply every retention rule once, in bounded batches; return the rows deleted.
+
+    With ``rules`` omitted the ``CAIRNQ["RETENTION"]`` setting is read; an
+    unset setting sweeps nothing and issues no statement.
+    """
+    if limit < 1:
+        raise ValueError("limit must be >= 1")
+    total = 0
+    for rule in configured_rules() if rules is None else rules:
+        total += purge_rule(store, rule, limit=limit, should_stop=should_stop)
+        if should_stop is not None and should_stop():
+            break
+    return total

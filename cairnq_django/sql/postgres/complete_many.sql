@@ -1,0 +1,19 @@
+-- Complete many owned tasks in ONE statement (complete semantics of 3.12 per row):
+-- one round trip and one commit for a whole batch instead of one per task.
+-- params: ids (text[]), results (text[] of JSON text or null, parallel to ids), worker_id
+-- Each row keeps its own result, its own ownership check and cancel-wins; ids
+-- missing from the answer lost their lease. The CASE arms read the row being
+-- updated (t), so a cancel committed while we waited for the row lock is seen.
+UPDATE cairnq_tasks AS t
+SET status = CASE WHEN t.cancel_requested_at_ms IS NOT NULL THEN 'canceled' ELSE 'succeeded' END,
+    result = CASE WHEN t.cancel_requested_at_ms IS NOT NULL THEN t.result ELSE r.result::jsonb END,
+    progress = CASE WHEN t.cancel_requested_at_ms IS NOT NULL THEN t.progress ELSE 1.0 END,
+    lease_until_ms = NULL,
+    completed_at_ms = (extract(epoch from now()) * 1000)::bigint,
+    updated_at_ms = (extract(epoch from now()) * 1000)::bigint
+FROM unnest(%(ids)s::text[], %(results)s::text[]) AS r(id, result)
+WHERE t.id = r.id
+  AND t.status = 'running'
+  AND t.worker_id = %(worker_id)s
+  AND t.lease_until_ms > (extract(epoch from now()) * 1000)::bigint
+RETURNING t.id, t.status

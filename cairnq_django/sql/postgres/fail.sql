@@ -1,0 +1,35 @@
+-- Fail an owned task (protocol 3.13); the outcome is decided in the statement,
+-- in this order: cancel requested -> canceled; retryable with attempts left ->
+-- queued at now + delay_ms (worker, progress and message of the attempt
+-- cleared); otherwise failed. Every branch stores the envelope and clears the
+-- lease; attempt is never changed here (claim counted it).
+-- params: id, worker_id, error (JSON text), retryable (boolean), delay_ms
+UPDATE cairnq_tasks AS t
+SET status = CASE
+        WHEN t.cancel_requested_at_ms IS NOT NULL THEN 'canceled'
+        WHEN %(retryable)s::boolean AND t.attempt < t.max_attempts THEN 'queued'
+        ELSE 'failed' END,
+    error = %(error)s::jsonb,
+    worker_id = CASE
+        WHEN t.cancel_requested_at_ms IS NULL AND %(retryable)s::boolean AND t.attempt < t.max_attempts THEN NULL
+        ELSE t.worker_id END,
+    lease_until_ms = NULL,
+    run_at_ms = CASE
+        WHEN t.cancel_requested_at_ms IS NULL AND %(retryable)s::boolean AND t.attempt < t.max_attempts
+        THEN (extract(epoch from now()) * 1000)::bigint + %(delay_ms)s::bigint
+        ELSE t.run_at_ms END,
+    completed_at_ms = CASE
+        WHEN t.cancel_requested_at_ms IS NULL AND %(retryable)s::boolean AND t.attempt < t.max_attempts THEN NULL
+        ELSE (extract(epoch from now()) * 1000)::bigint END,
+    progress = CASE
+        WHEN t.cancel_requested_at_ms IS NULL AND %(retryable)s::boolean AND t.attempt < t.max_attempts THEN NULL
+        ELSE t.progress END,
+    message = CASE
+        WHEN t.cancel_requested_at_ms IS NULL AND %(retryable)s::boolean AND t.attempt < t.max_attempts THEN NULL
+        ELSE t.message END,
+    updated_at_ms = (extract(epoch from now()) * 1000)::bigint
+WHERE t.id = %(id)s
+  AND t.status = 'running'
+  AND t.worker_id = %(worker_id)s
+  AND t.lease_until_ms > (extract(epoch from now()) * 1000)::bigint
+RETURNING t.*

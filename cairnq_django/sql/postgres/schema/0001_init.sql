@@ -1,0 +1,73 @@
+-- Step 0001_init.sql: the three protocol tables, the first indexes and the meta
+-- rows. No parameters. Every object is created only if absent, by name, so a
+-- database an upstream SDK built (without ledger rows) keeps what it has.
+-- The claim index is created in its first, created_at_ms-ordered shape on
+-- purpose: step 0008 rebuilds it, and replaying steps must end where upstream's
+-- replay ends. The status index is likewise created here and dropped by 0010.
+-- The status check is an inline column check so PostgreSQL names it
+-- cairnq_tasks_status_check; the foreign key is inline too
+-- (cairnq_task_keys_task_id_fkey), cascading and not deferrable.
+-- Statements are separated by "-- statement:" lines (see cairnq_django/schema.py).
+
+-- statement: tasks; column order, types and defaults are the protocol's
+CREATE TABLE IF NOT EXISTS cairnq_tasks (
+    id text primary key,
+    name text not null,
+    queue text not null default 'default',
+    status text not null check (status in ('queued', 'running', 'succeeded', 'failed', 'canceled')),
+    payload jsonb not null,
+    result jsonb,
+    error jsonb,
+    metadata jsonb not null default '{}'::jsonb,
+    progress double precision,
+    message text,
+    attempt integer not null default 0,
+    max_attempts integer not null default 3,
+    priority integer not null default 0,
+    worker_id text,
+    lease_until_ms bigint,
+    run_at_ms bigint not null,
+    cancel_requested_at_ms bigint,
+    parent_id text,
+    root_id text,
+    correlation_id text,
+    created_at_ms bigint not null,
+    updated_at_ms bigint not null,
+    completed_at_ms bigint
+)
+
+-- statement: claim index, original shape (rebuilt by 0008)
+CREATE INDEX IF NOT EXISTS cairnq_tasks_claim_idx
+    ON cairnq_tasks (queue, status, priority DESC, created_at_ms)
+
+-- statement: status index (dropped again by 0010)
+CREATE INDEX IF NOT EXISTS cairnq_tasks_status_idx ON cairnq_tasks (status)
+
+-- statement: name filter index
+CREATE INDEX IF NOT EXISTS cairnq_tasks_name_idx ON cairnq_tasks (name)
+
+-- statement: root filter index
+CREATE INDEX IF NOT EXISTS cairnq_tasks_root_idx ON cairnq_tasks (root_id)
+
+-- statement: correlation filter index
+CREATE INDEX IF NOT EXISTS cairnq_tasks_correlation_idx ON cairnq_tasks (correlation_id)
+
+-- statement: business keys; the cascade lives in the database because upstream
+-- purge deletes task rows with plain SQL. No index on task_id (upstream has none).
+CREATE TABLE IF NOT EXISTS cairnq_task_keys (
+    key text primary key,
+    task_id text not null references cairnq_tasks (id) on delete cascade,
+    created_at_ms bigint not null,
+    updated_at_ms bigint not null
+)
+
+-- statement: protocol metadata
+CREATE TABLE IF NOT EXISTS cairnq_meta (
+    key text primary key,
+    value text not null
+)
+
+-- statement: meta rows, each only if its key is absent (an existing value wins)
+INSERT INTO cairnq_meta (key, value)
+VALUES ('protocol_version', '1'), ('schema_version', '1')
+ON CONFLICT (key) DO NOTHING
