@@ -17,7 +17,7 @@ import logging
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from functools import lru_cache
+from functools import cache
 from importlib import resources
 from typing import Any
 
@@ -76,7 +76,7 @@ def dialect_of(connection: BaseDatabaseWrapper) -> str:
     raise ValueError(f"cairnq supports SQLite and PostgreSQL, not {connection.vendor!r}")
 
 
-@lru_cache(maxsize=None)
+@cache
 def _read(dialect: str, filename: str) -> str:
     return (
         resources.files("cairnq_django")
@@ -90,7 +90,7 @@ def statement(dialect: str, name: str) -> str:
     return _read(dialect, f"{name}.sql")
 
 
-@lru_cache(maxsize=None)
+@cache
 def step_statements(dialect: str, step: str) -> tuple[str, ...]:
     """Split a step file into its statements, in order, without the marker lines."""
     if step not in STEPS[dialect]:
@@ -168,7 +168,7 @@ def pending_steps(connection: BaseDatabaseWrapper) -> list[str]:
 
 def _switch_to_wal(connection: BaseDatabaseWrapper) -> None:
     # An in-memory database has no journal file to switch.
-    if connection.is_in_memory_db():
+    if connection.creation.is_in_memory_db(connection.settings_dict["NAME"]):  # type: ignore[attr-defined]
         return
     deadline = time.monotonic() + _WAL_BUDGET_S
     while True:
