@@ -1,0 +1,154 @@
+"""cairnq-django: a durable, database-backed task queue, wire-compatible with cairnq v1.
+
+The public API lives here. Django imports this package while it is still
+loading ``INSTALLED_APPS``, before any model may be imported, so names that
+need the app registry (``Task``, ``TaskStatus``, ``task``, ``TaskContext``) are
+resolved lazily by the module ``__getattr__`` on first use.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+from ._wait import TaskRef
+from .api import (
+    acall,
+    acancel,
+    acancel_by_key,
+    aget,
+    aget_by_key,
+    aget_status,
+    aget_status_by_key,
+    apurge,
+    aqueue_depth,
+    aretry,
+    aretry_by_key,
+    astats,
+    asubmit,
+    asubmit_many,
+    await_task,
+    await_task_by_key,
+    call,
+    cancel,
+    cancel_by_key,
+    get,
+    get_by_key,
+    get_status,
+    get_status_by_key,
+    purge,
+    queue_depth,
+    retry,
+    retry_by_key,
+    stats,
+    submit,
+    submit_many,
+    wait,
+    wait_by_key,
+)
+from .api import (
+    alist_tasks as alist,
+)
+from .api import (
+    list_tasks as list,
+)
+from .exceptions import (
+    AlreadyExists,
+    CairnQError,
+    LostLease,
+    QueueFull,
+    SchemaNotInstalled,
+    SerializationError,
+    TaskCanceled,
+    TaskError,
+    TaskFailed,
+    TaskTimeout,
+    UnknownTask,
+)
+
+if TYPE_CHECKING:
+    from .context import TaskContext
+    from .models import Task, TaskStatus
+    from .registry import task
+
+# name -> module that defines it, imported on first access.
+_LAZY = {
+    "Task": ".models",
+    "TaskStatus": ".models",
+    "task": ".registry",
+    "TaskContext": ".context",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(module, __name__), name)
+    globals()[name] = value  # later lookups skip __getattr__
+    return value
+
+
+def __dir__() -> Sequence[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
+
+__all__ = [
+    # submit and read
+    "submit",
+    "submit_many",
+    "get",
+    "get_by_key",
+    "get_status",
+    "get_status_by_key",
+    "list",
+    "stats",
+    "queue_depth",
+    # change
+    "cancel",
+    "cancel_by_key",
+    "retry",
+    "retry_by_key",
+    "purge",
+    # wait
+    "wait",
+    "wait_by_key",
+    "call",
+    # async twins
+    "asubmit",
+    "asubmit_many",
+    "aget",
+    "aget_by_key",
+    "aget_status",
+    "aget_status_by_key",
+    "alist",
+    "astats",
+    "aqueue_depth",
+    "acancel",
+    "acancel_by_key",
+    "aretry",
+    "aretry_by_key",
+    "apurge",
+    "await_task",
+    "await_task_by_key",
+    "acall",
+    # types
+    "Task",
+    "TaskRef",
+    "TaskStatus",
+    "task",
+    "TaskContext",
+    # errors
+    "CairnQError",
+    "SerializationError",
+    "AlreadyExists",
+    "LostLease",
+    "TaskError",
+    "TaskFailed",
+    "TaskCanceled",
+    "TaskTimeout",
+    "QueueFull",
+    "UnknownTask",
+    "SchemaNotInstalled",
+]

@@ -1,12 +1,292 @@
-"""System checks for cairnq_django (ids cairnq.E001...; see docs/checks.md)."""
+"""System checks for the ``CAIRNQ`` settings and the queue database (see docs/checks.md).
+
+Each misconfiguration has a stable id and a hint. The checks read settings
+only; they never open a database connection (CONVENTIONS 7), so they are safe
+in ``manage.py check`` on a machine without the database.
+
+Ids used here: cairnq.E001-E009, E011, E012. ``cairnq.E010`` (a task naming an
+undeclared resource) is registered by the worker's own check module.
+"""
 
 from __future__ import annotations
 
+import difflib
+import importlib
+from collections.abc import Mapping
 from typing import Any
 
+from django.conf import settings
 from django.core import checks
+from django.db.utils import load_backend
+
+from .backpressure import limit_problems
+from .conf import DEFAULTS
+
+SUPPORTED_VENDORS = ("sqlite", "postgresql")
+
+# Numeric settings: (key, minimum, None allowed, int only).
+_NUMBERS: tuple[tuple[str, float, bool, bool], ...] = (
+    ("CONCURRENCY", 1, False, True),
+    ("LEASE_MS", 1, False, True),
+    ("HEARTBEAT_INTERVAL_MS", 1, True, True),
+    ("POLL_INTERVAL_MS", 1, False, True),
+    ("MAX_RUN_MS", 1, True, True),
+    ("CLAIM_BATCH", 1, True, True),
+    ("MAX_IN_FLIGHT_BYTES", 1, True, True),
+    ("RETRY_BACKOFF_MS", 0, False, True),
+    ("RETRY_BACKOFF_MAX_MS", 0, False, True),
+    ("DRAIN_TIMEOUT", 0, False, False),
+    ("MAX_QUEUE_WAIT_MS", 0, False, True),
+    ("SQLITE_BUSY_TIMEOUT_MS", 0, False, True),
+    ("RETENTION_INTERVAL_MS", 1, False, True),
+)
+
+
+def _is_number(value: Any, integral: bool) -> bool:
+    if isinstance(value, bool):
+        return False
+    return isinstance(value, int) if integral else isinstance(value, (int, float))
+
+
+def _user_settings() -> Any:
+    return getattr(settings, "CAIRNQ", None) or {}
+
+
+def _config(user: Mapping[str, Any]) -> dict[str, Any]:
+    # Built here rather than through get_config() so a malformed CAIRNQ is
+    # reported instead of crashing the check run.
+    config = dict(DEFAULTS)
+    config.update(user)
+    return config
 
 
 @checks.register("cairnq")
 def check_configuration(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """Run every cairnq settings check."""
+    user = _user_settings()
+    if not isinstance(user, Mapping):
+        return [
+            checks.Error(
+                f"settings.CAIRNQ must be a dict, not {type(user).__name__}.",
+                hint='Write it as CAIRNQ = {"LEASE_MS": 30_000, ...}.',
+                id="cairnq.E012",
+            )
+        ]
+    config = _config(user)
+    messages: list[checks.CheckMessage] = []
+    messages += _check_unknown_keys(user)
+    messages += _check_database(config)
+    messages += _check_numbers(config)
+    messages += _check_lease(config)
+    messages += _check_resources(config)
+    messages += _check_queue_depth(config)
+    messages += _check_queues(config)
+    return messages
+
+
+def _check_unknown_keys(user: Mapping[str, Any]) -> list[checks.CheckMessage]:
+    messages: list[checks.CheckMessage] = []
+    for key in sorted(str(k) for k in user if k not in DEFAULTS):
+        close = difflib.get_close_matches(key, list(DEFAULTS), n=1)
+        hint = (
+            f'Did you mean "{close[0]}"?'
+            if close
+            else "Remove it; docs/configuration.md lists every key."
+        )
+        messages.append(
+            checks.Error(
+                f'CAIRNQ has an unknown key "{key}"; it is ignored.',
+                hint=hint,
+                id="cairnq.E008",
+            )
+        )
+    return messages
+
+
+def _vendor_of(engine: str) -> str:
+    """Return the backend's vendor without connecting (``unknown`` if it will not load)."""
+    try:
+        return str(load_backend(engine).DatabaseWrapper.vendor)
+    except Exception:
+        # The backend could not even be imported (often: its driver is missing).
+        # Guess from the dotted path so the driver check below can say why.
+        lowered = engine.lower()
+        if "postg" in lowered:
+            return "postgresql"
+        if "sqlite" in lowered:
+            return "sqlite"
+        return "unknown"
+
+
+def _psycopg_installed() -> bool:
+    try:
+        importlib.import_module("psycopg")
+    except ImportError:
+        return False
+    return True
+
+
+def _check_database(config: Mapping[str, Any]) -> list[checks.CheckMessage]:
+    alias = config["DATABASE"]
+    databases = getattr(settings, "DATABASES", {}) or {}
+    if not isinstance(alias, str) or alias not in databases:
+        known = ", ".join(sorted(databases)) or "none"
+        return [
+            checks.Error(
+                f'CAIRNQ["DATABASE"] names the database alias {alias!r}, '
+                "which is not in settings.DATABASES.",
+                hint=f"Use one of: {known}.",
+                id="cairnq.E001",
+            )
+        ]
+    db = databases[alias]
+    engine = str(db.get("ENGINE") or "django.db.backends.dummy")
+    vendor = _vendor_of(engine)
+    if vendor not in SUPPORTED_VENDORS:
+        return [
+            checks.Error(
+                f"Database {alias!r} uses {engine} (vendor {vendor!r}); "
+                "cairnq_django supports only SQLite and PostgreSQL.",
+                hint='Point CAIRNQ["DATABASE"] at a SQLite or PostgreSQL alias.',
+                id="cairnq.E002",
+            )
+        ]
+    if vendor == "postgresql" and not _psycopg_installed():
+        return [
+            checks.Error(
+                f"Database {alias!r} is PostgreSQL but psycopg (version 3) is not installed.",
+                hint='Install it: pip install "cairnq-django[postgres]" (psycopg[binary]).',
+                id="cairnq.E003",
+            )
+        ]
+    if vendor == "sqlite":
+        options = db.get("OPTIONS") or {}
+        mode = options.get("transaction_mode")
+        # EXCLUSIVE also takes the write lock at BEGIN (and equals IMMEDIATE in WAL mode).
+        if not isinstance(mode, str) or mode.upper() not in ("IMMEDIATE", "EXCLUSIVE"):
+            return [
+                checks.Error(
+                    f"SQLite database {alias!r} does not open write transactions "
+                    "with BEGIN IMMEDIATE.",
+                    hint=(
+                        f'Add "transaction_mode": "IMMEDIATE" to DATABASES["{alias}"]["OPTIONS"]. '
+                        "Without it a transaction that reads before it writes (a keyed submit "
+                        "inside atomic(), a claim) fails at once with 'database is locked' "
+                        "under concurrency instead of waiting."
+                    ),
+                    id="cairnq.E005",
+                )
+            ]
     return []
+
+
+def _check_numbers(config: Mapping[str, Any]) -> list[checks.CheckMessage]:
+    messages: list[checks.CheckMessage] = []
+    for key, minimum, nullable, integral in _NUMBERS:
+        value: Any = config.get(key)
+        if value is None and nullable:
+            continue
+        if not _is_number(value, integral) or value < minimum:
+            kind = "an int" if integral else "a number"
+            allowed = f"None or {kind}" if nullable else kind
+            messages.append(
+                checks.Error(
+                    f'CAIRNQ["{key}"] must be {allowed} >= {minimum:g}, got {value!r}.',
+                    hint=f"The default is {DEFAULTS[key]!r}; docs/configuration.md explains it.",
+                    id="cairnq.E006",
+                )
+            )
+    return messages
+
+
+def effective_heartbeat_ms(config: Mapping[str, Any]) -> int:
+    """Return the heartbeat interval a worker uses: the setting, or max(50, lease // 3)."""
+    explicit = config.get("HEARTBEAT_INTERVAL_MS")
+    if explicit is not None:
+        return int(explicit)
+    return max(50, int(config["LEASE_MS"]) // 3)
+
+
+def _check_lease(config: Mapping[str, Any]) -> list[checks.CheckMessage]:
+    lease: Any = config.get("LEASE_MS")
+    beat: Any = config.get("HEARTBEAT_INTERVAL_MS")
+    if not _is_number(lease, True) or lease < 1:
+        return []  # reported by E006
+    if beat is not None and (not _is_number(beat, True) or beat < 1):
+        return []  # reported by E006
+    heartbeat = effective_heartbeat_ms(config)
+    # Three beats per lease leave two to miss (a slow query, a GC pause) before
+    # another worker may take the task over. The protocol's default interval
+    # (lease // 3) is exactly on that line, so "shorter than" is the test.
+    if lease < 3 * heartbeat:
+        return [
+            checks.Error(
+                f'CAIRNQ["LEASE_MS"] ({lease}) is shorter than three heartbeats '
+                f"of {heartbeat} ms.",
+                hint=(
+                    f"Raise LEASE_MS to at least {3 * heartbeat} or lower "
+                    f"HEARTBEAT_INTERVAL_MS to at most {lease // 3}."
+                ),
+                id="cairnq.E004",
+            )
+        ]
+    return []
+
+
+def _check_resources(config: Mapping[str, Any]) -> list[checks.CheckMessage]:
+    resources: Any = config.get("RESOURCES")
+    if not isinstance(resources, Mapping):
+        return [
+            checks.Error(
+                f'CAIRNQ["RESOURCES"] must be a dict of name to capacity, got {resources!r}.',
+                hint='For example {"gpu": 1}.',
+                id="cairnq.E007",
+            )
+        ]
+    messages: list[checks.CheckMessage] = []
+    for name, capacity in resources.items():
+        if not isinstance(name, str) or not name:
+            messages.append(
+                checks.Error(
+                    f'CAIRNQ["RESOURCES"] has a resource name {name!r} that is not a non-empty string.',
+                    hint="Name resources with strings, as @task(resource=...) does.",
+                    id="cairnq.E007",
+                )
+            )
+        elif not _is_number(capacity, True) or capacity < 1:
+            messages.append(
+                checks.Error(
+                    f'CAIRNQ["RESOURCES"]["{name}"] must be an int >= 1, got {capacity!r}.',
+                    hint="A capacity is how many calls may hold the resource at once.",
+                    id="cairnq.E007",
+                )
+            )
+    return messages
+
+
+def _check_queue_depth(config: Mapping[str, Any]) -> list[checks.CheckMessage]:
+    return [
+        checks.Error(
+            f'CAIRNQ["MAX_QUEUE_DEPTH"] {problem}.',
+            hint="Use None (no gate), an int >= 1 for every queue, or {queue: int >= 1}.",
+            id="cairnq.E009",
+        )
+        for problem in limit_problems(config.get("MAX_QUEUE_DEPTH"))
+    ]
+
+
+def _check_queues(config: Mapping[str, Any]) -> list[checks.CheckMessage]:
+    queues = config.get("QUEUES")
+    if (
+        isinstance(queues, (list, tuple))
+        and queues
+        and all(isinstance(q, str) and q for q in queues)
+    ):
+        return []
+    return [
+        checks.Error(
+            f'CAIRNQ["QUEUES"] must be a non-empty list of queue names, got {queues!r}.',
+            hint='For example ["default"].',
+            id="cairnq.E011",
+        )
+    ]

@@ -1,0 +1,661 @@
+"""The public Python API: submit, read, wait for, cancel, retry and purge tasks.
+
+Every function runs on the Django connection of ``CAIRNQ["DATABASE"]`` through
+the store (``cairnq_django.store``), so a call inside ``transaction.atomic()``
+on that alias is part of the caller's transaction. Each synchronous function has
+an ``a``-prefixed async twin for async views; the async wait is
+``await_task`` / ``await_task_by_key`` (``await`` is a keyword).
+
+This module must stay importable before the app registry is ready (the package
+``__init__`` imports it), so models and the store are imported inside functions.
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from asgiref.sync import sync_to_async
+from django.db import connections, transaction
+
+from . import _wait, backpressure, signals
+from ._wait import TaskRef
+from .conf import get_config
+from .exceptions import TaskCanceled, TaskFailed
+from .payload import encode_object
+
+if TYPE_CHECKING:
+    from .models import Task
+    from .store.base import Store, SubmitSpec
+
+CONFLICTS = ("reuse", "reuse-succeeded", "reject", "replace")
+STATUSES = ("queued", "running", "succeeded", "failed", "canceled")
+TERMINAL = ("succeeded", "failed", "canceled")
+
+# Every keyword ``submit`` takes besides name and payload; submit_many accepts
+# the same set per item and as shared defaults.
+SUBMIT_OPTIONS = (
+    "key",
+    "conflict",
+    "queue",
+    "priority",
+    "max_attempts",
+    "delay_ms",
+    "metadata",
+    "correlation_id",
+    "parent_id",
+    "root_id",
+)
+
+
+def _store() -> Store:
+    from .store import get_store
+
+    return get_store()
+
+
+# ---------------------------------------------------------------- validation
+def _require_text(value: Any, label: str, *, optional: bool = False) -> None:
+    if value is None and optional:
+        return
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"{label} must be a non-empty string, got {value!r}")
+
+
+def _require_int(value: Any, label: str, minimum: int | None = None) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{label} must be an int, got {value!r}")
+    if minimum is not None and value < minimum:
+        raise ValueError(f"{label} must be >= {minimum}, got {value!r}")
+
+
+def _require_status(status: Any, label: str = "status", allowed: Sequence[str] = STATUSES) -> None:
+    if status is not None and status not in allowed:
+        raise ValueError(f"{label} must be one of {', '.join(allowed)}; got {status!r}")
+
+
+def build_spec(
+    name: Any,
+    payload: Any = None,
+    *,
+    key: Any = None,
+    conflict: Any = "reuse",
+    queue: Any = "default",
+    priority: Any = 0,
+    max_attempts: Any = 3,
+    delay_ms: Any = 0,
+    metadata: Any = None,
+    correlation_id: Any = None,
+    parent_id: Any = None,
+    root_id: Any = None,
+) -> SubmitSpec:
+    """Validate one submit's arguments and encode its JSON; raise before any write.
+
+    The order is the protocol's (3.1): conflict, max_attempts, delay_ms, then
+    the remaining argument types, then the payload and metadata encoding.
+    """
+    from .store.base import SubmitSpec
+
+    if conflict not in CONFLICTS:
+        raise ValueError(f"conflict must be one of {', '.join(CONFLICTS)}; got {conflict!r}")
+    _require_int(max_attempts, "max_attempts", 1)
+    _require_int(delay_ms, "delay_ms", 0)
+    _require_text(name, "name")
+    _require_text(queue, "queue")
+    _require_int(priority, "priority")
+    _require_text(key, "key", optional=True)
+    for label, value in (
+        ("correlation_id", correlation_id),
+        ("parent_id", parent_id),
+        ("root_id", root_id),
+    ):
+        _require_text(value, label, optional=True)
+    payload_json = encode_object(payload, what="payload")
+    metadata_json = encode_object(metadata, what="metadata")
+    return SubmitSpec(
+        name=name,
+        payload_json=payload_json,
+        queue=queue,
+        key=key,
+        conflict=conflict,
+        priority=priority,
+        max_attempts=max_attempts,
+        delay_ms=delay_ms,
+        metadata_json=metadata_json,
+        parent_id=parent_id,
+        root_id=root_id,
+        correlation_id=correlation_id,
+    )
+
+
+# ---------------------------------------------------------------- the gate
+def _gate_limits(alias: str, specs: Iterable[SubmitSpec]) -> builtins.list[tuple[str, int]]:
+    config = get_config()
+    gated = []
+    for spec in specs:
+        limit = backpressure.limit_for(config, spec.queue)
+        if limit is not None:
+            gated.append((spec.queue, limit))
+    return gated
+
+
+def _pass_gate(store: Store, specs: Sequence[SubmitSpec]) -> None:
+    gated = _gate_limits(store.alias, specs)
+    if not gated:
+        return
+    max_wait_ms = int(get_config()["MAX_QUEUE_WAIT_MS"])
+    for queue, limit in gated:
+
+        def probe(n: int, q: str = queue) -> int:
+            return store.queue_depth(q, n)
+
+        backpressure.gate.acquire(store.alias, queue, limit, max_wait_ms, probe)
+
+
+async def _apass_gate(store: Store, specs: Sequence[SubmitSpec]) -> None:
+    gated = _gate_limits(store.alias, specs)
+    if not gated:
+        return
+    max_wait_ms = int(get_config()["MAX_QUEUE_WAIT_MS"])
+    for queue, limit in gated:
+
+        async def probe(n: int, q: str = queue) -> int:
+            return await sync_to_async(store.queue_depth, thread_sensitive=True)(q, n)
+
+        await backpressure.gate.aacquire(store.alias, queue, limit, max_wait_ms, probe)
+
+
+# ---------------------------------------------------------------- signals
+def _prior_ids(store: Store, specs: Sequence[SubmitSpec]) -> builtins.list[str | None]:
+    """Read, for each keyed submit that may reuse, the task its key names now."""
+    prior: builtins.list[str | None] = []
+    for spec in specs:
+        if spec.key is None or spec.conflict in ("replace", "reject"):
+            prior.append(None)
+        else:
+            ref = store.get_status_by_key(spec.key)
+            prior.append(ref[0] if ref else None)
+    return prior
+
+
+def _inserted(
+    rows: Sequence[Task], specs: Sequence[SubmitSpec], prior: Sequence[str | None]
+) -> builtins.list[tuple[Task, bool]]:
+    """Pair each returned row with whether this call inserted it.
+
+    A store may say so itself by setting ``cairnq_inserted`` on the instance.
+    Otherwise: an unkeyed submit always inserts, and so do ``replace`` and a
+    ``reject`` that returned; a ``reuse`` inserted iff the row is not the task
+    the key named just before the call (nor one returned earlier in the same
+    batch). Only a concurrent submit of the same key from elsewhere, landing
+    between that read and ours, can make this announce a reused task.
+    """
+    seen: set[str] = set()
+    out = []
+    for row, spec, before in zip(rows, specs, prior):
+        flag = getattr(row, "cairnq_inserted", None)
+        if flag is not None:
+            inserted = bool(flag)
+        elif spec.key is None or spec.conflict in ("replace", "reject"):
+            inserted = True
+        else:
+            inserted = row.id != before and row.id not in seen
+        seen.add(row.id)
+        out.append((row, inserted))
+    return out
+
+
+def _announce(store: Store, rows: Sequence[tuple[Task, bool]]) -> None:
+    """Send ``task_enqueued`` for inserted rows, after the caller's commit if in one.
+
+    A receiver is told a task *exists*: it may count it, log it or poke a
+    worker, and all of that is wrong for a row a rollback erases. So inside an
+    atomic block the signal waits for the outermost commit (and is dropped on
+    rollback); outside one the row is already committed and the signal goes now.
+    """
+    from .models import Task as TaskModel
+
+    fresh = [row for row, inserted in rows if inserted]
+    if not fresh:
+        return
+
+    def send() -> None:
+        for row in fresh:
+            signals.task_enqueued.send(sender=TaskModel, task=row)
+
+    if connections[store.alias].in_atomic_block:
+        # robust: a failing receiver is logged by Django instead of skipping the
+        # caller's other on_commit callbacks after its data is already committed.
+        transaction.on_commit(send, using=store.alias, robust=True)
+    else:
+        send()
+
+
+# ---------------------------------------------------------------- submit
+def submit(
+    name: str,
+    payload: dict[str, Any] | None = None,
+    *,
+    key: str | None = None,
+    conflict: str = "reuse",
+    queue: str = "default",
+    priority: int = 0,
+    max_attempts: int = 3,
+    delay_ms: int = 0,
+    metadata: dict[str, Any] | None = None,
+    correlation_id: str | None = None,
+    parent_id: str | None = None,
+    root_id: str | None = None,
+) -> Task:
+    """Enqueue one task and return its row (or the existing row a keyed ``reuse`` found).
+
+    Raises ``ValueError`` for a bad argument, ``SerializationError`` for a
+    payload or metadata JSON cannot carry, ``AlreadyExists`` for a keyed
+    ``reject`` that found a task, and ``QueueFull`` when the submit gate
+    waited ``MAX_QUEUE_WAIT_MS`` without headroom. Nothing is written in any of
+    these cases.
+    """
+    spec = build_spec(
+        name,
+        payload,
+        key=key,
+        conflict=conflict,
+        queue=queue,
+        priority=priority,
+        max_attempts=max_attempts,
+        delay_ms=delay_ms,
+        metadata=metadata,
+        correlation_id=correlation_id,
+        parent_id=parent_id,
+        root_id=root_id,
+    )
+    store = _store()
+    _pass_gate(store, [spec])
+    prior = _prior_ids(store, [spec])
+    row = store.submit(spec)
+    _announce(store, _inserted([row], [spec], prior))
+    return row
+
+
+def _specs_for_many(items: Iterable[Any], common: Mapping[str, Any]) -> builtins.list[SubmitSpec]:
+    unknown = set(common) - set(SUBMIT_OPTIONS)
+    if unknown:
+        raise TypeError(f"submit_many() got unexpected options: {', '.join(sorted(unknown))}")
+    specs = []
+    for index, item in enumerate(items):
+        if isinstance(item, Mapping):
+            fields = dict(item)
+            if "name" not in fields:
+                raise ValueError(f"items[{index}] has no 'name'")
+            bad = set(fields) - set(SUBMIT_OPTIONS) - {"name", "payload"}
+            if bad:
+                raise ValueError(f"items[{index}] has unknown fields: {', '.join(sorted(bad))}")
+            name = fields.pop("name")
+            payload = fields.pop("payload", None)
+        elif isinstance(item, (tuple, builtins.list)) and len(item) == 2:
+            name, payload = item
+            fields = {}
+        else:
+            raise ValueError(f"items[{index}] must be a dict or a (name, payload) pair, got {item!r}")
+        specs.append(build_spec(name, payload, **{**common, **fields}))
+    return specs
+
+
+def submit_many(items: Iterable[Any], **common: Any) -> builtins.list[Task]:
+    """Enqueue many tasks in one transaction; return their rows in input order.
+
+    Each item is a dict of ``submit`` arguments (``name`` required) or a
+    ``(name, payload)`` pair; keyword arguments are shared defaults that an
+    item's own fields override. Every item is validated and encoded before
+    anything is written, so one bad item inserts nothing.
+    """
+    specs = _specs_for_many(items, common)
+    if not specs:
+        return []
+    store = _store()
+    _pass_gate(store, specs)
+    prior = _prior_ids(store, specs)
+    rows = store.submit_many(specs)
+    _announce(store, _inserted(rows, specs, prior))
+    return rows
+
+
+# ---------------------------------------------------------------- reads
+def get(task_id: str) -> Task | None:
+    """Return the task with this id, or None."""
+    return _store().get(task_id)
+
+
+def get_by_key(key: str) -> Task | None:
+    """Return the task the key currently points at, or None."""
+    return _store().get_by_key(key)
+
+
+def _ref(answer: tuple[str, str] | None) -> TaskRef | None:
+    return None if answer is None else TaskRef(*answer)
+
+
+def get_status(task_id: str) -> TaskRef | None:
+    """Return ``(id, status)`` without the payload: the cheap polling read."""
+    return _ref(_store().get_status(task_id))
+
+
+def get_status_by_key(key: str) -> TaskRef | None:
+    """Return ``(id, status)`` of the task the key points at now, or None."""
+    return _ref(_store().get_status_by_key(key))
+
+
+def list_tasks(
+    *,
+    status: str | None = None,
+    queue: str | None = None,
+    name: str | None = None,
+    root_id: str | None = None,
+    correlation_id: str | None = None,
+    limit: int = 100,
+    offset: int = 0,
+) -> builtins.list[Task]:
+    """Return tasks newest first, filtered by whichever arguments are given.
+
+    Exported as ``cairnq_django.list``.
+    """
+    _require_status(status)
+    _require_int(limit, "limit", 0)
+    _require_int(offset, "offset", 0)
+    return _store().list(
+        status=status,
+        queue=queue,
+        name=name,
+        root_id=root_id,
+        correlation_id=correlation_id,
+        limit=limit,
+        offset=offset,
+    )
+
+
+def stats(queue: str | None = None) -> dict[str, dict[str, int]]:
+    """Return ``{queue: {status: count}}`` with all five statuses present."""
+    return _store().stats(queue)
+
+
+def queue_depth(queue: str, max_depth: int) -> int:
+    """Return how many more tasks fit on ``queue`` under ``max_depth`` (0 when full)."""
+    _require_int(max_depth, "max_depth", 0)
+    return _store().queue_depth(queue, max_depth)
+
+
+# ---------------------------------------------------------------- writes
+def cancel(task_id: str) -> Task | None:
+    """Cancel a live task: a queued one ends now, a running one is asked to stop.
+
+    Returns the updated row, or None when the task is terminal or missing.
+    """
+    return _store().cancel(task_id)
+
+
+def cancel_by_key(key: str) -> Task | None:
+    """Cancel the task the key points at (see ``cancel``)."""
+    return _store().cancel_by_key(key)
+
+
+def retry(task_id: str, *, reset_attempt: bool = False) -> Task | None:
+    """Re-queue a failed or canceled task under the same id; None otherwise."""
+    return _store().retry(task_id, reset_attempt=reset_attempt)
+
+
+def retry_by_key(key: str, *, reset_attempt: bool = False) -> Task | None:
+    """Re-queue the failed or canceled task the key points at (see ``retry``)."""
+    return _store().retry_by_key(key, reset_attempt=reset_attempt)
+
+
+def purge(
+    *,
+    older_than_ms: int = 0,
+    queue: str | None = None,
+    status: str | None = None,
+    name: str | None = None,
+    limit: int = 1000,
+) -> builtins.list[str]:
+    """Delete up to ``limit`` terminal tasks finished over ``older_than_ms`` ago; return their ids."""
+    _require_int(older_than_ms, "older_than_ms", 0)
+    _require_int(limit, "limit", 1)
+    _require_status(status, allowed=TERMINAL)
+    return _store().purge(
+        older_than_ms=older_than_ms, queue=queue, status=status, name=name, limit=limit
+    )
+
+
+# ---------------------------------------------------------------- wait / call
+def wait(
+    task_id: str,
+    *,
+    timeout: float | None = _wait.DEFAULT_TIMEOUT,
+    poll_ms: int = _wait.DEFAULT_POLL_MS,
+    max_poll_ms: int = _wait.DEFAULT_MAX_POLL_MS,
+) -> Task:
+    """Block until the task is terminal and return it (any terminal status).
+
+    ``timeout`` is in seconds (None waits forever). On the deadline raises
+    ``TaskTimeout`` (with ``task_id`` and a ``snapshot`` of the row); the task
+    itself is not touched and keeps running.
+    """
+    store = _store()
+    return _wait.poll(
+        lambda: _ref(store.get_status(task_id)),
+        lambda: store.get(task_id),
+        subject_id=task_id,
+        key=None,
+        timeout=timeout,
+        poll_ms=poll_ms,
+        max_poll_ms=max_poll_ms,
+    )
+
+
+def wait_by_key(
+    key: str,
+    *,
+    timeout: float | None = _wait.DEFAULT_TIMEOUT,
+    poll_ms: int = _wait.DEFAULT_POLL_MS,
+    max_poll_ms: int = _wait.DEFAULT_MAX_POLL_MS,
+) -> Task:
+    """Wait for whatever task the key points at; re-resolved on every poll.
+
+    A key that names nothing yet is simply not finished, and a ``replace``
+    during the wait moves the wait onto the new task.
+    """
+    store = _store()
+    return _wait.poll(
+        lambda: _ref(store.get_status_by_key(key)),
+        lambda: store.get_by_key(key),
+        subject_id=None,
+        key=key,
+        timeout=timeout,
+        poll_ms=poll_ms,
+        max_poll_ms=max_poll_ms,
+    )
+
+
+def outcome(task: Task) -> Any:
+    """Return a terminal task's result, or raise ``TaskFailed`` / ``TaskCanceled``."""
+    if task.status == "succeeded":
+        return task.result
+    if task.status == "failed":
+        raise TaskFailed(task.id, task.error)
+    raise TaskCanceled(task.id)
+
+
+def call(
+    name: str,
+    payload: dict[str, Any] | None = None,
+    *,
+    timeout: float | None = _wait.DEFAULT_TIMEOUT,
+    poll_ms: int = _wait.DEFAULT_POLL_MS,
+    max_poll_ms: int = _wait.DEFAULT_MAX_POLL_MS,
+    **options: Any,
+) -> Any:
+    """Submit a task, wait for it and return its result.
+
+    Raises ``TaskFailed`` (envelope members as attributes), ``TaskCanceled``
+    or ``TaskTimeout``; after a timeout the task keeps running and
+    ``wait(exc.task_id)`` picks the wait up again. Do not call this inside
+    ``transaction.atomic()``: no worker can see the task before the commit.
+    """
+    _wait.validate(timeout, poll_ms, max_poll_ms)
+    task = submit(name, payload, **options)
+    final = wait(task.id, timeout=timeout, poll_ms=poll_ms, max_poll_ms=max_poll_ms)
+    return outcome(final)
+
+
+# ---------------------------------------------------------------- async twins
+def _async(fn: Any) -> Any:
+    """Wrap a sync API function for async callers on Django's thread-sensitive thread.
+
+    thread_sensitive=True keeps every call of one request on the thread that
+    owns its database connection (and its ``atomic`` block), as Django's own
+    async ORM methods do.
+    """
+    return sync_to_async(fn, thread_sensitive=True)
+
+
+async def asubmit(
+    name: str,
+    payload: dict[str, Any] | None = None,
+    **options: Any,
+) -> Task:
+    """Async ``submit``; a full queue is waited out with ``asyncio.sleep``."""
+    spec = build_spec(name, payload, **options)
+    store = await _async(_store)()
+    await _apass_gate(store, [spec])
+
+    def insert() -> Task:
+        prior = _prior_ids(store, [spec])
+        row = store.submit(spec)
+        _announce(store, _inserted([row], [spec], prior))
+        return row
+
+    return await _async(insert)()
+
+
+async def asubmit_many(items: Iterable[Any], **common: Any) -> builtins.list[Task]:
+    """Async ``submit_many``."""
+    specs = _specs_for_many(items, common)
+    if not specs:
+        return []
+    store = await _async(_store)()
+    await _apass_gate(store, specs)
+
+    def insert() -> builtins.list[Task]:
+        prior = _prior_ids(store, specs)
+        rows = store.submit_many(specs)
+        _announce(store, _inserted(rows, specs, prior))
+        return rows
+
+    return await _async(insert)()
+
+
+aget = _async(get)
+aget_by_key = _async(get_by_key)
+aget_status = _async(get_status)
+aget_status_by_key = _async(get_status_by_key)
+alist_tasks = _async(list_tasks)
+astats = _async(stats)
+aqueue_depth = _async(queue_depth)
+acancel = _async(cancel)
+acancel_by_key = _async(cancel_by_key)
+aretry = _async(retry)
+aretry_by_key = _async(retry_by_key)
+apurge = _async(purge)
+
+
+async def await_task(
+    task_id: str,
+    *,
+    timeout: float | None = _wait.DEFAULT_TIMEOUT,
+    poll_ms: int = _wait.DEFAULT_POLL_MS,
+    max_poll_ms: int = _wait.DEFAULT_MAX_POLL_MS,
+) -> Task:
+    """Async ``wait``: each probe runs off the loop, each pause is ``asyncio.sleep``."""
+    return await _wait.apoll(
+        lambda: aget_status(task_id),
+        lambda: aget(task_id),
+        subject_id=task_id,
+        key=None,
+        timeout=timeout,
+        poll_ms=poll_ms,
+        max_poll_ms=max_poll_ms,
+    )
+
+
+async def await_task_by_key(
+    key: str,
+    *,
+    timeout: float | None = _wait.DEFAULT_TIMEOUT,
+    poll_ms: int = _wait.DEFAULT_POLL_MS,
+    max_poll_ms: int = _wait.DEFAULT_MAX_POLL_MS,
+) -> Task:
+    """Async ``wait_by_key``."""
+    return await _wait.apoll(
+        lambda: aget_status_by_key(key),
+        lambda: aget_by_key(key),
+        subject_id=None,
+        key=key,
+        timeout=timeout,
+        poll_ms=poll_ms,
+        max_poll_ms=max_poll_ms,
+    )
+
+
+async def acall(
+    name: str,
+    payload: dict[str, Any] | None = None,
+    *,
+    timeout: float | None = _wait.DEFAULT_TIMEOUT,
+    poll_ms: int = _wait.DEFAULT_POLL_MS,
+    max_poll_ms: int = _wait.DEFAULT_MAX_POLL_MS,
+    **options: Any,
+) -> Any:
+    """Async ``call``."""
+    _wait.validate(timeout, poll_ms, max_poll_ms)
+    task = await asubmit(name, payload, **options)
+    final = await await_task(task.id, timeout=timeout, poll_ms=poll_ms, max_poll_ms=max_poll_ms)
+    return outcome(final)
+
+
+__all__ = [
+    "TaskRef",
+    "acall",
+    "acancel",
+    "acancel_by_key",
+    "aget",
+    "aget_by_key",
+    "aget_status",
+    "aget_status_by_key",
+    "alist_tasks",
+    "apurge",
+    "aqueue_depth",
+    "aretry",
+    "aretry_by_key",
+    "astats",
+    "asubmit",
+    "asubmit_many",
+    "await_task",
+    "await_task_by_key",
+    "build_spec",
+    "call",
+    "cancel",
+    "cancel_by_key",
+    "get",
+    "get_by_key",
+    "get_status",
+    "get_status_by_key",
+    "list_tasks",
+    "outcome",
+    "purge",
+    "queue_depth",
+    "retry",
+    "retry_by_key",
+    "stats",
+    "submit",
+    "submit_many",
+]

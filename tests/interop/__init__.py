@@ -1,0 +1,1 @@
+"""Interop tests against the real upstream ``cairnq`` SDK (see ``test_upstream``)."""
