@@ -12,6 +12,7 @@ applied to many tasks in one statement, each task keeping its own outcome.
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -85,7 +86,7 @@ class Store:
         """Insert one task (keyed: the protocol's conflict strategies); return the row."""
         raise NotImplementedError
 
-    def submit_many(self, specs: Sequence[SubmitSpec]) -> list[Task]:
+    def submit_many(self, specs: Sequence[SubmitSpec]) -> builtins.list[Task]:
         """Submit many tasks in one transaction, keyed ones keeping every rule."""
         raise NotImplementedError
 
@@ -112,7 +113,7 @@ class Store:
         correlation_id: str | None = None,
         limit: int = 100,
         offset: int = 0,
-    ) -> list[Task]:
+    ) -> builtins.list[Task]:
         raise NotImplementedError
 
     def stats(self, queue: str | None = None) -> dict[str, dict[str, int]]:
@@ -128,7 +129,7 @@ class Store:
     def cancel_by_key(self, key: str) -> Task | None:
         raise NotImplementedError
 
-    def cancel_many(self, task_ids: Sequence[str]) -> list[Task]:
+    def cancel_many(self, task_ids: Sequence[str]) -> builtins.list[Task]:
         """Cancel every listed live task in one statement; return the changed rows."""
         raise NotImplementedError
 
@@ -138,7 +139,7 @@ class Store:
     def retry_by_key(self, key: str, *, reset_attempt: bool = False) -> Task | None:
         raise NotImplementedError
 
-    def retry_many(self, task_ids: Sequence[str], *, reset_attempt: bool = False) -> list[Task]:
+    def retry_many(self, task_ids: Sequence[str], *, reset_attempt: bool = False) -> builtins.list[Task]:
         """Retry every listed failed/canceled task in one statement; return the changed rows."""
         raise NotImplementedError
 
@@ -150,7 +151,7 @@ class Store:
         status: str | None = None,
         name: str | None = None,
         limit: int = 1000,
-    ) -> list[str]:
+    ) -> builtins.list[str]:
         raise NotImplementedError
 
     # ---- worker side -------------------------------------------------
@@ -168,8 +169,8 @@ class Store:
         worker_id: str,
         lease_ms: int,
         probe_names: Sequence[str] | None,
-        plan: Callable[[Draw], None],
-    ) -> list[Task] | None:
+        plan: Callable[[Draw], object],
+    ) -> builtins.list[Task] | None:
         """Run one claim session (protocol 3.9).
 
         Probe first; if nothing is claimable return None without a transaction.
@@ -187,7 +188,7 @@ class Store:
         lease_ms: int = 30_000,
         limit: int = 1,
         names: Sequence[str] | None = None,
-    ) -> list[Task]:
+    ) -> builtins.list[Task]:
         """The single-draw claim of the protocol (a session with one draw)."""
         rows = self.claim_session(queues, worker_id, lease_ms, names, lambda draw: draw(names, limit))
         return rows or []
@@ -245,8 +246,11 @@ class Store:
         retryability and delay. Returns ``{id: final status}`` of rows written."""
         raise NotImplementedError
 
-    def release(self, task_ids: Sequence[str], worker_id: str) -> list[str]:
-        """Hand owned running tasks back to ``queued`` (drain deadline) without
-        counting the attempt as a failure; cancel-requested ones end ``canceled``.
-        Returns ids released."""
+    def release(self, task_ids: Sequence[str], worker_id: str) -> builtins.list[str]:
+        """Hand owned running tasks back to ``queued`` (drain deadline) in one statement.
+
+        The handed-back attempt does not count: ``attempt`` goes down by one,
+        ``run_at_ms`` = now, owner, lease, progress and message are cleared.
+        Cancel wins: a cancel-requested task ends ``canceled`` instead.
+        Returns the ids written (owned now); others are left alone."""
         raise NotImplementedError

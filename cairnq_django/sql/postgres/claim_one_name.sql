@@ -1,27 +1,40 @@
 -- Draw up to limit claimable tasks in claim order and lease them to worker_id
 -- (protocol 3.9 step 2b): status running, lease now + lease_ms, attempt + 1.
 -- params: queues (text[]), name, worker_id, lease_ms, limit
--- Several queues, exactly one name (per-name draws): equality on name for cairnq_tasks_claim_name_idx.
--- The locked subquery sits in FROM (not WHERE id IN): FOR UPDATE SKIP LOCKED
--- there locks exactly the rows LIMIT picked, and concurrent claimers skip them
--- instead of queueing behind them. clock_timestamp() because the transaction
--- may have waited on locks during lease recovery.
+-- Several queues, exactly one name (per-name draws): each queue reads cairnq_tasks_claim_name_idx in order.
+-- queue = ANY(list) cannot be read from cairnq_tasks_claim_idx in claim order,
+-- so the planner would sort every queued row of every listed queue (it may even
+-- prefer another index and read the whole backlog). Instead each queue is read
+-- on its own, in index order, through a LATERAL subquery that stops after limit
+-- unlocked rows, and the per-queue heads are merged. The price: up to
+-- limit x (queues - 1) rows stay locked, untaken, until this short transaction
+-- ends; other claimers skip them meanwhile, exactly as they skip rows in flight.
+-- The merged selection is a MATERIALIZED CTE so it runs exactly once (a
+-- re-scanned locking subquery inside an UPDATE would skip the rows this very
+-- statement just updated and lease more than limit rows). clock_timestamp()
+-- because the transaction may have waited on locks during lease recovery.
+WITH picked AS MATERIALIZED (
+    SELECT head.id
+    FROM unnest(%(queues)s::text[]) AS wanted(queue)
+    CROSS JOIN LATERAL (
+        SELECT id, priority, run_at_ms FROM cairnq_tasks
+        WHERE queue = wanted.queue
+          AND status = 'queued'
+          AND name = %(name)s
+          AND run_at_ms <= (SELECT (extract(epoch from clock_timestamp()) * 1000)::bigint)
+        ORDER BY priority DESC, run_at_ms, id
+        LIMIT %(limit)s
+        FOR UPDATE SKIP LOCKED
+    ) AS head
+    ORDER BY head.priority DESC, head.run_at_ms, head.id
+    LIMIT %(limit)s
+)
 UPDATE cairnq_tasks AS t
 SET status = 'running',
     worker_id = %(worker_id)s,
     lease_until_ms = (extract(epoch from clock_timestamp()) * 1000)::bigint + %(lease_ms)s::bigint,
     attempt = t.attempt + 1,
     updated_at_ms = (extract(epoch from clock_timestamp()) * 1000)::bigint
-FROM (
-    SELECT id FROM cairnq_tasks
-    WHERE queue = ANY(%(queues)s::text[])
-      AND status = 'queued'
-      AND name = %(name)s
-      AND run_at_ms <= (SELECT (extract(epoch from clock_timestamp()) * 1000)::bigint)
-    ORDER BY priority DESC, run_at_ms, id
-    LIMIT %(limit)s
-    FOR UPDATE SKIP LOCKED
-) AS picked
+FROM picked
 WHERE t.id = picked.id
-  AND t.status = 'queued'
 RETURNING t.*

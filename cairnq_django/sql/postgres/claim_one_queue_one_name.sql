@@ -2,17 +2,13 @@
 -- (protocol 3.9 step 2b): status running, lease now + lease_ms, attempt + 1.
 -- params: queue, name, worker_id, lease_ms, limit
 -- One queue and one name: cairnq_tasks_claim_name_idx read in claim order, no sort.
--- The locked subquery sits in FROM (not WHERE id IN): FOR UPDATE SKIP LOCKED
--- there locks exactly the rows LIMIT picked, and concurrent claimers skip them
--- instead of queueing behind them. clock_timestamp() because the transaction
+-- The locked selection is a MATERIALIZED CTE (not WHERE id IN, not a plain FROM
+-- subquery): FOR UPDATE SKIP LOCKED locks exactly the rows LIMIT picked and
+-- concurrent claimers skip them; materializing it runs it exactly once, since a
+-- re-scanned subquery (nested loop) would skip the rows this very statement just
+-- updated and lease more than limit rows. clock_timestamp() because the transaction
 -- may have waited on locks during lease recovery.
-UPDATE cairnq_tasks AS t
-SET status = 'running',
-    worker_id = %(worker_id)s,
-    lease_until_ms = (extract(epoch from clock_timestamp()) * 1000)::bigint + %(lease_ms)s::bigint,
-    attempt = t.attempt + 1,
-    updated_at_ms = (extract(epoch from clock_timestamp()) * 1000)::bigint
-FROM (
+WITH picked AS MATERIALIZED (
     SELECT id FROM cairnq_tasks
     WHERE queue = %(queue)s
       AND status = 'queued'
@@ -21,7 +17,13 @@ FROM (
     ORDER BY priority DESC, run_at_ms, id
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
-) AS picked
+)
+UPDATE cairnq_tasks AS t
+SET status = 'running',
+    worker_id = %(worker_id)s,
+    lease_until_ms = (extract(epoch from clock_timestamp()) * 1000)::bigint + %(lease_ms)s::bigint,
+    attempt = t.attempt + 1,
+    updated_at_ms = (extract(epoch from clock_timestamp()) * 1000)::bigint
+FROM picked
 WHERE t.id = picked.id
-  AND t.status = 'queued'
 RETURNING t.*

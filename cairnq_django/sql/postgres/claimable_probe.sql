@@ -1,19 +1,29 @@
 -- Read-only probe before a claim session (protocol 3.9 step 1): is any task
 -- claimable now for these queues and names, or has any lease expired anywhere?
 -- params: queues (text[]), names (text[] or null = any name)
--- Two EXISTS rather than one OR so each arm picks its own index
--- (cairnq_tasks_claim_idx / cairnq_tasks_lease_idx) and stops at its first row.
--- The clock is a scalar subquery: evaluated once (an InitPlan) it can bound an
--- index range, while a bare volatile clock_timestamp() would be a per-row filter.
--- The lease arm is deliberately unfiltered: recovering any dead worker's task is
--- every worker's job.
+-- Two EXISTS rather than one OR so each arm picks its own index and stops at its
+-- first row. The queued arm looks at each queue on its own (LATERAL over the
+-- list) and asks for that queue's first row in claim order: the ORDER BY is what
+-- makes the planner walk cairnq_tasks_claim_idx from the head instead of a
+-- sequential scan it wrongly believes will meet a due row early (old terminal
+-- rows fill the start of the heap). The lease arm reads the partial
+-- cairnq_tasks_lease_idx and is deliberately unfiltered: recovering any dead
+-- worker's task is every worker's job. The clock is a scalar subquery,
+-- evaluated once, so it can bound an index range; a bare volatile
+-- clock_timestamp() would be a per-row filter.
 SELECT
     EXISTS (
-        SELECT 1 FROM cairnq_tasks
-        WHERE queue = ANY(%(queues)s::text[])
-          AND status = 'queued'
-          AND (%(names)s::text[] IS NULL OR name = ANY(%(names)s::text[]))
-          AND run_at_ms <= (SELECT (extract(epoch from clock_timestamp()) * 1000)::bigint)
+        SELECT 1
+        FROM unnest(%(queues)s::text[]) AS wanted(queue)
+        CROSS JOIN LATERAL (
+            SELECT 1 FROM cairnq_tasks
+            WHERE queue = wanted.queue
+              AND status = 'queued'
+              AND (%(names)s::text[] IS NULL OR name = ANY(%(names)s::text[]))
+              AND run_at_ms <= (SELECT (extract(epoch from clock_timestamp()) * 1000)::bigint)
+            ORDER BY priority DESC, run_at_ms, id
+            LIMIT 1
+        ) AS due
     )
     OR EXISTS (
         SELECT 1 FROM cairnq_tasks

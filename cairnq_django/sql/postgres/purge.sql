@@ -1,11 +1,10 @@
 -- Delete up to limit terminal rows finished strictly before now - older_than_ms,
 -- oldest first, each optional filter applied only when given (protocol 3.8).
 -- params: older_than_ms, queue, status, name (each text or null), limit
--- Candidates are locked FOR UPDATE SKIP LOCKED in a FROM subquery so a task
--- being retried concurrently is skipped, not deleted. Key rows go with their
+-- Candidates are locked FOR UPDATE SKIP LOCKED in a MATERIALIZED CTE (run once)
+-- so a task being retried concurrently is skipped, not deleted. Key rows go with their
 -- task through the ON DELETE CASCADE foreign key.
-DELETE FROM cairnq_tasks AS t
-USING (
+WITH doomed AS MATERIALIZED (
     SELECT id FROM cairnq_tasks
     WHERE status IN ('succeeded', 'failed', 'canceled')
       AND completed_at_ms IS NOT NULL
@@ -16,7 +15,8 @@ USING (
     ORDER BY completed_at_ms
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
-) AS doomed
+)
+DELETE FROM cairnq_tasks AS t
+USING doomed
 WHERE t.id = doomed.id
-  AND t.status IN ('succeeded', 'failed', 'canceled')
 RETURNING t.id

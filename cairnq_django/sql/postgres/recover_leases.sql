@@ -3,10 +3,18 @@
 -- queued for redelivery (progress of the dead attempt cleared); otherwise failed
 -- with the lease-expired envelope. Every branch clears the lease.
 -- params: lease_expired_error (JSON text)
--- The candidates are locked FOR UPDATE SKIP LOCKED in a FROM subquery: a row
+-- The candidates are locked FOR UPDATE SKIP LOCKED in a MATERIALIZED CTE (run
+-- once; a re-scanned locking subquery misbehaves inside an UPDATE): a row
 -- another worker is recovering, or its owner is settling right now, is skipped
 -- and that transaction's outcome stands; no two recoverers deadlock. The clock is
 -- a scalar subquery so it bounds a range of the partial cairnq_tasks_lease_idx.
+WITH expired AS MATERIALIZED (
+    SELECT id FROM cairnq_tasks
+    WHERE status = 'running'
+      AND lease_until_ms IS NOT NULL
+      AND lease_until_ms <= (SELECT (extract(epoch from clock_timestamp()) * 1000)::bigint)
+    FOR UPDATE SKIP LOCKED
+)
 UPDATE cairnq_tasks AS t
 SET status = CASE
         WHEN t.cancel_requested_at_ms IS NOT NULL THEN 'canceled'
@@ -34,13 +42,6 @@ SET status = CASE
         WHEN t.cancel_requested_at_ms IS NULL AND t.attempt < t.max_attempts THEN NULL
         ELSE t.message END,
     updated_at_ms = (extract(epoch from clock_timestamp()) * 1000)::bigint
-FROM (
-    SELECT id FROM cairnq_tasks
-    WHERE status = 'running'
-      AND lease_until_ms IS NOT NULL
-      AND lease_until_ms <= (SELECT (extract(epoch from clock_timestamp()) * 1000)::bigint)
-    FOR UPDATE SKIP LOCKED
-) AS expired
+FROM expired
 WHERE t.id = expired.id
-  AND t.status = 'running'
 RETURNING t.id, t.status

@@ -1,0 +1,13 @@
+-- Insert one queued task and return the whole row (protocol 3.1).
+-- params: id, name, queue, payload (JSON text), metadata (JSON text), max_attempts,
+--         priority, delay_ms, parent_id, root_id, correlation_id, now (process ms)
+-- attempt is left to its column default (0), as every SDK does.
+INSERT INTO cairnq_tasks (
+    id, name, queue, status, payload, metadata, max_attempts, priority,
+    run_at_ms, parent_id, root_id, correlation_id, created_at_ms, updated_at_ms
+) VALUES (
+    %(id)s, %(name)s, %(queue)s, 'queued', %(payload)s, %(metadata)s,
+    %(max_attempts)s, %(priority)s, %(now)s + %(delay_ms)s,
+    %(parent_id)s, %(root_id)s, %(correlation_id)s, %(now)s, %(now)s
+)
+RETURNING *

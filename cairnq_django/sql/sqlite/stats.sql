@@ -1,0 +1,5 @@
+-- Count rows per queue and status (protocol 3.4); zero-filling happens in Python.
+-- params: queue (text or null = every queue)
+SELECT queue, status, count(*) AS n FROM cairnq_tasks
+WHERE (%(queue)s IS NULL OR queue = %(queue)s)
+GROUP BY queue, status

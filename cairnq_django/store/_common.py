@@ -1,0 +1,504 @@
+"""The dialect-independent half of the store: validation, the keyed-submit
+decision table, row decoding and statement execution.
+
+Each dialect subclass only says how its statements want lists, booleans and
+"now" bound (PostgreSQL takes time from the database, SQLite from the process)
+and how contention is waited out. The SQL itself lives in ``sql/<dialect>/``.
+"""
+
+from __future__ import annotations
+
+import builtins
+import json
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, TypeVar
+
+from django.db import connections, transaction
+
+from .. import payload as _payload
+from ..exceptions import AlreadyExists, LostLease, SerializationError
+from ..ids import task_id as new_task_id
+from ..models import LIVE_STATUSES, TERMINAL_STATUSES, Task, TaskStatus
+from .base import CONFLICT_STRATEGIES, Draw, Failure, Store, SubmitSpec
+from .sql import load
+
+T = TypeVar("T")
+
+JSON_COLUMNS = ("payload", "result", "error", "metadata")
+STATUSES = tuple(TaskStatus.values)
+
+# Written by whoever recovers a lease whose task has no attempts left (protocol 3.16).
+LEASE_EXPIRED_ERROR = {
+    "type": "LeaseExpired",
+    "code": "lease_expired",
+    "message": "task lease expired and max attempts reached",
+    "retryable": False,
+    "details": {},
+}
+
+# Unkeyed rows per multi-row insert. The rows travel as one JSON parameter, so
+# this bounds statement size and memory, not bound variables.
+INSERT_CHUNK = 500
+
+
+def decode_row(row: dict[str, Any]) -> dict[str, Any]:
+    """Decode the JSON columns of a raw row in place and return it."""
+    for column in JSON_COLUMNS:
+        if column in row:
+            row[column] = _payload.decode(row[column])
+    return row
+
+
+def encode_error(error: dict[str, Any], retryable: bool) -> str:
+    """Encode an error envelope, falling back to the reduced envelope (3.13)."""
+    try:
+        return _payload.encode(error, what="error envelope")
+    except SerializationError:
+        reduced = {
+            "type": str(error.get("type", "TaskError")),
+            "code": str(error.get("code", "task_error")),
+            "message": str(error.get("message", "task failed")),
+            "retryable": bool(retryable),
+            "details": {},
+        }
+        return _payload.encode(reduced, what="error envelope")
+
+
+def validate_spec(spec: SubmitSpec) -> None:
+    """Apply the protocol's submit validation (3.1), in its order."""
+    if spec.conflict not in CONFLICT_STRATEGIES:
+        raise ValueError(
+            f"conflict must be one of {', '.join(CONFLICT_STRATEGIES)}, not {spec.conflict!r}"
+        )
+    if not isinstance(spec.max_attempts, int) or spec.max_attempts < 1:
+        raise ValueError(f"max_attempts must be an integer >= 1, not {spec.max_attempts!r}")
+    if not isinstance(spec.delay_ms, int) or spec.delay_ms < 0:
+        raise ValueError(f"delay_ms must be an integer >= 0, not {spec.delay_ms!r}")
+
+
+def _unique(values: Iterable[str]) -> list[str]:
+    return list(dict.fromkeys(values))
+
+
+class SQLStore(Store):
+    """Every operation of ``Store``, parameterised by a dialect's binding rules."""
+
+    dialect = ""
+
+    def __init__(self, alias: str) -> None:
+        self.alias = alias
+
+    # ---- dialect hooks -------------------------------------------------
+    def _list(self, values: Sequence[Any]) -> Any:
+        """Bind a list parameter the way this dialect's statements expect."""
+        raise NotImplementedError
+
+    def _bool(self, value: bool) -> Any:
+        raise NotImplementedError
+
+    def _clock(self) -> dict[str, Any]:
+        """Extra parameters carrying "now" (empty where the database has the clock)."""
+        raise NotImplementedError
+
+    def _run(self, operation: Callable[[], T]) -> T:
+        """Run a whole operation, waiting out contention where the dialect needs it."""
+        return operation()
+
+    def _complete_many_params(self, items: builtins.list[tuple[str, str | None]]) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _fail_many_params(self, items: builtins.list[tuple[str, str, bool, int]]) -> dict[str, Any]:
+        raise NotImplementedError
+
+    # ---- execution -----------------------------------------------------
+    def _rows(self, name: str, params: dict[str, Any]) -> builtins.list[dict[str, Any]]:
+        """Execute statement ``name``; return its rows as dicts (JSON not decoded)."""
+        sql = load(self.dialect, name)
+        with connections[self.alias].cursor() as cursor:
+            cursor.execute(sql, {**params, **self._clock()})
+            if cursor.description is None:
+                return []
+            columns = [col[0] for col in cursor.description]
+            return [dict(zip(columns, row)) for row in cursor.fetchall()]
+
+    def _tasks(self, name: str, params: dict[str, Any]) -> builtins.list[Task]:
+        return [Task.from_row(self.alias, decode_row(row)) for row in self._rows(name, params)]
+
+    def _task(self, name: str, params: dict[str, Any]) -> Task | None:
+        rows = self._tasks(name, params)
+        return rows[0] if rows else None
+
+    def _owned(self, name: str, task_id: str, params: dict[str, Any]) -> Task:
+        """Run an owned-now write; no row means the lease is lost."""
+        row = self._run(lambda: self._task(name, {"id": task_id, **params}))
+        if row is None:
+            raise LostLease(task_id)
+        return row
+
+    def _atomic(self) -> transaction.Atomic:
+        return transaction.atomic(using=self.alias)
+
+    # ---- submit --------------------------------------------------------
+    def _insert_params(self, spec: SubmitSpec, task_id: str) -> dict[str, Any]:
+        return {
+            "id": task_id,
+            "name": spec.name,
+            "queue": spec.queue,
+            "payload": spec.payload_json,
+            "metadata": spec.metadata_json,
+            "max_attempts": spec.max_attempts,
+            "priority": spec.priority,
+            "delay_ms": spec.delay_ms,
+            "parent_id": spec.parent_id,
+            "root_id": spec.root_id or task_id,
+            "correlation_id": spec.correlation_id,
+        }
+
+    def _insert(self, spec: SubmitSpec) -> Task:
+        row = self._task("insert_task", self._insert_params(spec, new_task_id()))
+        assert row is not None  # INSERT ... RETURNING always yields the row
+        return row
+
+    def _submit_keyed(self, spec: SubmitSpec) -> Task:
+        """The keyed decision table of protocol 3.1; caller holds a transaction."""
+        key = spec.key
+        self._rows("lock_key", {"key": key})
+        current = self._task("get_by_key", {"key": key})
+        if current is not None:
+            if spec.conflict == "reject":
+                raise AlreadyExists(key)  # type: ignore[arg-type]
+            if current.status in LIVE_STATUSES:
+                if spec.conflict in ("reuse", "reuse-succeeded"):
+                    return current
+                self._task("cancel", {"id": current.id})  # replace: the ordinary cancel
+            elif current.status == TaskStatus.SUCCEEDED and spec.conflict == "reuse-succeeded":
+                return current
+        created = self._insert(spec)
+        self._rows("upsert_key", {"key": key, "task_id": created.id})
+        return created
+
+    def submit(self, spec: SubmitSpec) -> Task:
+        validate_spec(spec)
+        if spec.key is None:
+            return self._run(lambda: self._insert(spec))
+
+        def keyed() -> Task:
+            with self._atomic():
+                return self._submit_keyed(spec)
+
+        return self._run(keyed)
+
+    def submit_many(self, specs: Sequence[SubmitSpec]) -> builtins.list[Task]:
+        specs = list(specs)
+        for spec in specs:
+            validate_spec(spec)
+        if not specs:
+            return []
+
+        def operation() -> builtins.list[Task]:
+            out: builtins.list[Task | None] = [None] * len(specs)
+            with self._atomic():
+                plain = [(i, s) for i, s in enumerate(specs) if s.key is None]
+                for start in range(0, len(plain), INSERT_CHUNK):
+                    chunk = plain[start : start + INSERT_CHUNK]
+                    ids = [new_task_id() for _ in chunk]
+                    rows = json.dumps(
+                        [self._insert_params(s, tid) for (_, s), tid in zip(chunk, ids)],
+                        ensure_ascii=False,
+                    )
+                    by_id = {t.id: t for t in self._tasks("insert_tasks", {"rows": rows})}
+                    for (i, _), tid in zip(chunk, ids):
+                        out[i] = by_id[tid]
+                # Keys in sorted order so two concurrent batches take the PG key
+                # locks in the same order (no deadlock); a stable sort keeps
+                # repeated keys in submit order, so the later one sees the earlier.
+                keyed = sorted(
+                    ((i, s) for i, s in enumerate(specs) if s.key is not None),
+                    key=lambda pair: pair[1].key or "",
+                )
+                for i, spec in keyed:
+                    out[i] = self._submit_keyed(spec)
+            return [t for t in out if t is not None]
+
+        return self._run(operation)
+
+    # ---- reads ---------------------------------------------------------
+    def get(self, task_id: str) -> Task | None:
+        return self._task("get", {"id": task_id})
+
+    def get_by_key(self, key: str) -> Task | None:
+        return self._task("get_by_key", {"key": key})
+
+    def get_status(self, task_id: str) -> tuple[str, str] | None:
+        rows = self._rows("get_status", {"id": task_id})
+        return (rows[0]["id"], rows[0]["status"]) if rows else None
+
+    def get_status_by_key(self, key: str) -> tuple[str, str] | None:
+        rows = self._rows("get_status_by_key", {"key": key})
+        return (rows[0]["id"], rows[0]["status"]) if rows else None
+
+    def list(
+        self,
+        *,
+        status: str | None = None,
+        queue: str | None = None,
+        name: str | None = None,
+        root_id: str | None = None,
+        correlation_id: str | None = None,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> builtins.list[Task]:
+        if status is not None and status not in STATUSES:
+            raise ValueError(f"status must be one of {', '.join(STATUSES)}, not {status!r}")
+        if not isinstance(limit, int) or limit < 0:
+            raise ValueError(f"limit must be an integer >= 0, not {limit!r}")
+        if not isinstance(offset, int) or offset < 0:
+            raise ValueError(f"offset must be an integer >= 0, not {offset!r}")
+        return self._tasks(
+            "list",
+            {
+                "status": status,
+                "queue": queue,
+                "name": name,
+                "root_id": root_id,
+                "correlation_id": correlation_id,
+                "limit": limit,
+                "offset": offset,
+            },
+        )
+
+    def stats(self, queue: str | None = None) -> dict[str, dict[str, int]]:
+        out: dict[str, dict[str, int]] = {}
+        if queue is not None:
+            out[queue] = dict.fromkeys(STATUSES, 0)
+        for row in self._rows("stats", {"queue": queue}):
+            counts = out.setdefault(row["queue"], dict.fromkeys(STATUSES, 0))
+            counts[row["status"]] = int(row["n"])
+        return out
+
+    def queue_depth(self, queue: str, max_depth: int) -> int:
+        if not isinstance(max_depth, int) or max_depth < 0:
+            raise ValueError(f"max_depth must be an integer >= 0, not {max_depth!r}")
+        rows = self._rows("queue_depth", {"queue": queue, "max_depth": max_depth})
+        return max(0, int(rows[0]["headroom"]))
+
+    # ---- cancel / retry ------------------------------------------------
+    def cancel(self, task_id: str) -> Task | None:
+        return self._run(lambda: self._task("cancel", {"id": task_id}))
+
+    def _by_key(self, key: str, statement: str, params: dict[str, Any]) -> Task | None:
+        def operation() -> Task | None:
+            with self._atomic():
+                self._rows("lock_key", {"key": key})
+                rows = self._rows("get_status_by_key", {"key": key})
+                if not rows:
+                    return None
+                return self._task(statement, {"id": rows[0]["id"], **params})
+
+        return self._run(operation)
+
+    def cancel_by_key(self, key: str) -> Task | None:
+        return self._by_key(key, "cancel", {})
+
+    def cancel_many(self, task_ids: Sequence[str]) -> builtins.list[Task]:
+        ids = _unique(task_ids)
+        if not ids:
+            return []
+        return self._run(lambda: self._tasks("cancel_many", {"ids": self._list(ids)}))
+
+    def retry(self, task_id: str, *, reset_attempt: bool = False) -> Task | None:
+        params = {"id": task_id, "reset_attempt": self._bool(reset_attempt)}
+        return self._run(lambda: self._task("retry", params))
+
+    def retry_by_key(self, key: str, *, reset_attempt: bool = False) -> Task | None:
+        return self._by_key(key, "retry", {"reset_attempt": self._bool(reset_attempt)})
+
+    def retry_many(self, task_ids: Sequence[str], *, reset_attempt: bool = False) -> builtins.list[Task]:
+        ids = _unique(task_ids)
+        if not ids:
+            return []
+        params = {"ids": self._list(ids), "reset_attempt": self._bool(reset_attempt)}
+        return self._run(lambda: self._tasks("retry_many", params))
+
+    def purge(
+        self,
+        *,
+        older_than_ms: int = 0,
+        queue: str | None = None,
+        status: str | None = None,
+        name: str | None = None,
+        limit: int = 1000,
+    ) -> builtins.list[str]:
+        if not isinstance(older_than_ms, int) or older_than_ms < 0:
+            raise ValueError(f"older_than_ms must be an integer >= 0, not {older_than_ms!r}")
+        if not isinstance(limit, int) or limit < 1:
+            raise ValueError(f"limit must be an integer >= 1, not {limit!r}")
+        if status is not None and status not in TERMINAL_STATUSES:
+            raise ValueError(
+                f"status must be a terminal status ({', '.join(TERMINAL_STATUSES)}), not {status!r}"
+            )
+        params = {
+            "older_than_ms": older_than_ms,
+            "queue": queue,
+            "status": status,
+            "name": name,
+            "limit": limit,
+        }
+        return self._run(lambda: [row["id"] for row in self._rows("purge", params)])
+
+    # ---- claim ---------------------------------------------------------
+    def now_ms(self) -> int:
+        return int(self._rows("now_ms", {})[0]["now_ms"])
+
+    def has_claimable(self, queues: Sequence[str], names: Sequence[str] | None) -> bool:
+        params = {
+            "queues": self._list(_unique(queues)),
+            "names": None if names is None else self._list(_unique(names)),
+        }
+        return bool(self._rows("claimable_probe", params)[0]["has_work"])
+
+    def _recover(self) -> int:
+        error = _payload.encode(LEASE_EXPIRED_ERROR)
+        return len(self._rows("recover_leases", {"lease_expired_error": error}))
+
+    def recover_leases(self) -> int:
+        return self._run(self._recover)
+
+    def _draw(
+        self,
+        queues: builtins.list[str],
+        worker_id: str,
+        lease_ms: int,
+        names: Sequence[str] | None,
+        limit: int,
+    ) -> builtins.list[Task]:
+        """One claim draw, using the equality shape when one queue / one name."""
+        if not queues:
+            return []
+        params: dict[str, Any] = {"worker_id": worker_id, "lease_ms": lease_ms, "limit": limit}
+        wanted = None if names is None else _unique(names)
+        one_name = wanted is not None and len(wanted) == 1
+        if len(queues) == 1:
+            params["queue"] = queues[0]
+            statement = "claim_one_queue_one_name" if one_name else "claim_one_queue"
+        else:
+            params["queues"] = self._list(queues)
+            statement = "claim_one_name" if one_name else "claim"
+        if one_name:
+            params["name"] = wanted[0]  # type: ignore[index]
+        else:
+            params["names"] = None if wanted is None else self._list(wanted)
+        return self._tasks(statement, params)
+
+    def claim_session(
+        self,
+        queues: Sequence[str],
+        worker_id: str,
+        lease_ms: int,
+        probe_names: Sequence[str] | None,
+        plan: Callable[[Draw], object],
+    ) -> builtins.list[Task] | None:
+        if not isinstance(lease_ms, int) or lease_ms < 1:
+            raise ValueError(f"lease_ms must be an integer >= 1, not {lease_ms!r}")
+        wanted_queues = _unique(queues)
+        if not self.has_claimable(wanted_queues, probe_names):
+            return None
+
+        def session() -> builtins.list[Task]:
+            # A fresh Draw per attempt: a retried session must not report rows
+            # drawn by a rolled-back one.
+            draw = Draw(
+                run=lambda names, limit: self._draw(wanted_queues, worker_id, lease_ms, names, limit)
+            )
+            with self._atomic():
+                self._recover()
+                plan(draw)
+            return draw.rows
+
+        return self._run(session)
+
+    # ---- worker writes -------------------------------------------------
+    def heartbeat(self, task_id: str, worker_id: str, lease_ms: int) -> Task:
+        return self._owned("heartbeat", task_id, {"worker_id": worker_id, "lease_ms": lease_ms})
+
+    def heartbeat_batch(
+        self, task_ids: Sequence[str], worker_id: str, lease_ms: int
+    ) -> dict[str, int | None]:
+        ids = _unique(task_ids)
+        if not ids:
+            return {}
+        params = {"ids": self._list(ids), "worker_id": worker_id, "lease_ms": lease_ms}
+        rows = self._run(lambda: self._rows("heartbeat_batch", params))
+        return {row["id"]: row["cancel_requested_at_ms"] for row in rows}
+
+    def progress(
+        self, task_id: str, worker_id: str, progress: float | None, message: str | None
+    ) -> Task:
+        params = {
+            "worker_id": worker_id,
+            "progress": None if progress is None else float(progress),
+            "message": message,
+        }
+        return self._owned("progress", task_id, params)
+
+    def succeed(
+        self, task_id: str, worker_id: str, result_json: str | None, message: str | None = None
+    ) -> Task:
+        params = {"worker_id": worker_id, "result": result_json, "message": message}
+        return self._owned("succeed", task_id, params)
+
+    def complete(self, task_id: str, worker_id: str, result_json: str | None) -> Task:
+        return self._owned("complete", task_id, {"worker_id": worker_id, "result": result_json})
+
+    def complete_many(
+        self, worker_id: str, results: Sequence[tuple[str, str | None]]
+    ) -> dict[str, str]:
+        # One entry per id (the last wins), so each row is written exactly once.
+        items = list(dict(results).items())
+        if not items:
+            return {}
+        params = {"worker_id": worker_id, **self._complete_many_params(items)}
+        rows = self._run(lambda: self._rows("complete_many", params))
+        return {row["id"]: row["status"] for row in rows}
+
+    def fail(
+        self,
+        task_id: str,
+        worker_id: str,
+        error: dict[str, Any],
+        *,
+        retryable: bool = True,
+        delay_ms: int = 0,
+    ) -> Task:
+        if not isinstance(delay_ms, int) or delay_ms < 0:
+            raise ValueError(f"delay_ms must be an integer >= 0, not {delay_ms!r}")
+        params = {
+            "worker_id": worker_id,
+            "error": encode_error(error, retryable),
+            "retryable": self._bool(retryable),
+            "delay_ms": delay_ms,
+        }
+        return self._owned("fail", task_id, params)
+
+    def fail_many(self, worker_id: str, failures: Sequence[Failure]) -> dict[str, str]:
+        latest: dict[str, Failure] = {}
+        for failure in failures:
+            if not isinstance(failure.delay_ms, int) or failure.delay_ms < 0:
+                raise ValueError(f"delay_ms must be an integer >= 0, not {failure.delay_ms!r}")
+            latest[failure.task_id] = failure
+        if not latest:
+            return {}
+        items = [
+            (f.task_id, encode_error(f.error, f.retryable), bool(f.retryable), f.delay_ms)
+            for f in latest.values()
+        ]
+        params = {"worker_id": worker_id, **self._fail_many_params(items)}
+        rows = self._run(lambda: self._rows("fail_many", params))
+        return {row["id"]: row["status"] for row in rows}
+
+    def release(self, task_ids: Sequence[str], worker_id: str) -> builtins.list[str]:
+        ids = _unique(task_ids)
+        if not ids:
+            return []
+        params = {"ids": self._list(ids), "worker_id": worker_id}
+        return self._run(lambda: [row["id"] for row in self._rows("release", params)])

@@ -1,0 +1,95 @@
+"""The SQLite store: the process supplies "now" (protocol 2.1).
+
+Lists bind as JSON array text expanded with ``json_each`` (one variable,
+whatever the length), booleans as 0/1. SQLite has a single writer, so a whole
+operation that meets "database is locked" is retried with jittered backoff
+within ``CAIRNQ["SQLITE_BUSY_TIMEOUT_MS"]`` -- but only when it owns its
+transaction: inside a caller's ``atomic()`` block the caller's earlier work
+would be lost by a retry, so the error is theirs to handle.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+from django.db import OperationalError, connections
+
+from ..conf import get_config
+from ._common import SQLStore
+
+T = TypeVar("T")
+
+_BUSY_MESSAGES = ("database is locked", "database is busy", "database table is locked")
+_FIRST_BACKOFF_S = 0.001
+_MAX_BACKOFF_S = 0.05
+
+
+def _is_busy(exc: BaseException) -> bool:
+    text = str(exc).lower()
+    return any(message in text for message in _BUSY_MESSAGES)
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class SQLiteStore(SQLStore):
+    """Every protocol operation on a Django SQLite connection."""
+
+    dialect = "sqlite"
+
+    def _list(self, values: Sequence[Any]) -> str:
+        return json.dumps(list(values), ensure_ascii=False)
+
+    def _bool(self, value: bool) -> int:
+        return 1 if value else 0
+
+    def _clock(self) -> dict[str, Any]:
+        # One value per statement: every column a statement writes agrees.
+        return {"now": _now_ms()}
+
+    def _complete_many_params(self, items: list[tuple[str, str | None]]) -> dict[str, Any]:
+        return {
+            "items": json.dumps(
+                [{"id": task_id, "result": result} for task_id, result in items],
+                ensure_ascii=False,
+            )
+        }
+
+    def _fail_many_params(self, items: list[tuple[str, str, bool, int]]) -> dict[str, Any]:
+        return {
+            "items": json.dumps(
+                [
+                    {"id": task_id, "error": error, "retryable": 1 if retryable else 0, "delay_ms": delay}
+                    for task_id, error, retryable, delay in items
+                ],
+                ensure_ascii=False,
+            )
+        }
+
+    def _run(self, operation: Callable[[], T]) -> T:
+        if connections[self.alias].in_atomic_block:
+            return operation()
+        budget_ms = int(get_config()["SQLITE_BUSY_TIMEOUT_MS"])
+        deadline = time.monotonic() + budget_ms / 1000
+        backoff = _FIRST_BACKOFF_S
+        while True:
+            try:
+                return operation()
+            except OperationalError as exc:
+                if not _is_busy(exc):
+                    raise
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise OperationalError(
+                        f"cairnq: the SQLite database stayed locked by another writer for "
+                        f"{budget_ms} ms (CAIRNQ['SQLITE_BUSY_TIMEOUT_MS']); gave up: {exc}"
+                    ) from exc
+                # Equal jitter, so contending processes spread out instead of
+                # retrying in lockstep.
+                time.sleep(min(left, backoff / 2 + random.random() * backoff / 2))
+                backoff = min(backoff * 2, _MAX_BACKOFF_S)

@@ -1,0 +1,96 @@
+"""Several real processes claiming from the same queues at once.
+
+Pins: two claimers receiving the same task (a claim that does not lock or
+skip what another transaction holds, or that leases more rows than asked),
+and claimers that give up while work is left (skip-locked selections coming
+back empty under contention, SQLite "database is locked" escaping).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections import Counter
+from typing import Any
+
+import pytest
+
+from cairnq_django import payload
+from cairnq_django.store.base import Store, SubmitSpec
+
+PROCESSES = 4
+TASKS = 400
+
+# Claims until the probe says nothing is left, completing each draw in one
+# batch, and prints the ids it took. Starts at a shared instant so the
+# processes really overlap.
+CLAIMER = r"""
+import json, random, sys, time
+import django
+django.setup()
+from cairnq_django.store import get_store
+
+worker, start_at, queues = sys.argv[1], float(sys.argv[2]), json.loads(sys.argv[3])
+store = get_store()
+time.sleep(max(0.0, start_at - time.time()))
+taken = []
+while True:
+    rows = store.claim(queues, worker, lease_ms=120_000, limit=random.randint(1, 7))
+    if not rows:
+        if not store.has_claimable(queues, None):
+            break
+        continue
+    taken.extend(row.id for row in rows)
+    if any(row.worker_id != worker or row.attempt != 1 for row in rows):
+        sys.exit("claimed row not leased to this worker at attempt 1")
+    done = store.complete_many(worker, [(row.id, json.dumps({"by": worker})) for row in rows])
+    if set(done) != {row.id for row in rows}:
+        sys.exit("lost a lease it had just taken")
+print(json.dumps(taken))
+"""
+
+
+@pytest.mark.parametrize("queues", [["default"], ["default", "other's"]], ids=["one_queue", "two_queues"])
+def test_claimers_never_share_a_task_and_take_them_all(
+    store: Store, subprocess_env: dict[str, str], queues: list[str]
+) -> None:
+    specs = [
+        SubmitSpec(
+            name="job",
+            payload_json=payload.encode({"i": i}),
+            queue=queues[i % len(queues)],
+            priority=i % 4,
+        )
+        for i in range(TASKS)
+    ]
+    submitted = {task.id for task in store.submit_many(specs)}
+    start_at = time.time() + 2.0
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", CLAIMER, f"worker-{n}", str(start_at), json.dumps(queues)],
+            env=subprocess_env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for n in range(PROCESSES)
+    ]
+    outputs: list[Any] = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=180)
+        assert proc.returncode == 0, err
+        outputs.append(json.loads(out.strip().splitlines()[-1]))
+    counts = Counter(task_id for taken in outputs for task_id in taken)
+    duplicates = {task_id: n for task_id, n in counts.items() if n > 1}
+    assert duplicates == {}
+    assert set(counts) == submitted
+    # Contention really happened: more than one process got work.
+    assert sum(1 for taken in outputs if taken) > 1
+    for n, taken in enumerate(outputs):
+        for task_id in taken[:5]:
+            row = store.get(task_id)
+            assert row is not None and row.status == "succeeded" and row.attempt == 1
+            assert row.worker_id == f"worker-{n}" and row.result == {"by": f"worker-{n}"}
+    assert store.stats()[queues[0]]["succeeded"] == TASKS // len(queues)

@@ -1,0 +1,199 @@
+"""The shipped SQL statements: same set per dialect, documented parameters, and
+query plans that read the protocol's indexes.
+
+Pins: a statement added to one dialect only; a placeholder its opening comment
+does not list (or a stray percent sign that breaks binding); and, above all, a
+claim, claimable probe or lease recovery that stops using
+``cairnq_tasks_claim_idx`` / ``cairnq_tasks_claim_name_idx`` /
+``cairnq_tasks_lease_idx`` -- the claim cost would then grow with the table
+(1M terminal rows, 20k backing-off rows) instead of staying flat.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import pytest
+from django.db import connection
+
+from cairnq_django.store.sql import DIALECTS, load, statement_names
+
+PLACEHOLDER = re.compile(r"%\((\w+)\)s")
+
+TERMINAL_ROWS = 20_000
+BACKING_OFF_ROWS = 5_000
+DUE_ROWS = 40
+RUNNING_ROWS = 300
+
+
+def test_both_dialects_ship_the_same_statements() -> None:
+    names = {dialect: statement_names(dialect) for dialect in DIALECTS}
+    assert names["sqlite"] == names["postgres"]
+    assert {
+        "claim",
+        "claim_one_queue",
+        "claim_one_name",
+        "claim_one_queue_one_name",
+        "claimable_probe",
+        "recover_leases",
+        "complete_many",
+        "fail_many",
+        "heartbeat_batch",
+        "cancel_many",
+        "retry_many",
+        "insert_tasks",
+        "release",
+    } <= names["postgres"]
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_statements_document_their_parameters(dialect: str) -> None:
+    for name in sorted(statement_names(dialect)):
+        text = load(dialect, name)
+        assert text.startswith("--"), f"{dialect}/{name}.sql must open with a comment"
+        comment = "\n".join(line for line in text.splitlines() if line.lstrip().startswith("--"))
+        assert "params:" in comment, f"{dialect}/{name}.sql lists no params"
+        params_text = comment.split("params:", 1)[1]
+        for placeholder in set(PLACEHOLDER.findall(text)):
+            assert re.search(rf"\b{placeholder}\b", params_text), f"{dialect}/{name}.sql: {placeholder} undocumented"
+        # Anything percent-shaped besides a placeholder or %% breaks binding.
+        stripped = PLACEHOLDER.sub("", text).replace("%%", "")
+        assert "%" not in stripped, f"{dialect}/{name}.sql has a stray percent sign"
+        body = [line for line in text.splitlines() if line.strip() and not line.lstrip().startswith("--")]
+        assert ";" not in "\n".join(body).rstrip().rstrip(";"), f"{dialect}/{name}.sql holds two statements"
+
+
+# ---- plans ------------------------------------------------------------------
+
+_PG_FILL = """
+INSERT INTO cairnq_tasks (id, name, queue, status, payload, attempt, max_attempts, priority,
+    worker_id, lease_until_ms, run_at_ms, created_at_ms, updated_at_ms, completed_at_ms)
+SELECT 'task_fill_' || %(kind)s || '_' || g, CASE WHEN g %% 2 = 0 THEN 'a' ELSE 'b' END,
+    'default', %(status)s, '{}'::jsonb, 1, 3, g %% 3, %(worker)s,
+    CASE WHEN %(status)s = 'running' THEN %(now)s + 600000 ELSE NULL END,
+    %(run_at)s + g, %(now)s - 1000000 + g, %(now)s,
+    CASE WHEN %(status)s = 'succeeded' THEN %(now)s - 500000 + g ELSE NULL END
+FROM generate_series(1, %(n)s) AS g
+"""
+
+_SQLITE_FILL = """
+WITH RECURSIVE seq(g) AS (SELECT 1 UNION ALL SELECT g + 1 FROM seq WHERE g < %(n)s)
+INSERT INTO cairnq_tasks (id, name, queue, status, payload, attempt, max_attempts, priority,
+    worker_id, lease_until_ms, run_at_ms, created_at_ms, updated_at_ms, completed_at_ms)
+SELECT 'task_fill_' || %(kind)s || '_' || g, CASE WHEN g %% 2 = 0 THEN 'a' ELSE 'b' END,
+    'default', %(status)s, '{}', 1, 3, g %% 3, %(worker)s,
+    CASE WHEN %(status)s = 'running' THEN %(now)s + 600000 ELSE NULL END,
+    %(run_at)s + g, %(now)s - 1000000 + g, %(now)s,
+    CASE WHEN %(status)s = 'succeeded' THEN %(now)s - 500000 + g ELSE NULL END
+FROM seq
+"""
+
+
+@pytest.fixture
+def big_table(store: Any, dialect: str) -> str:
+    """Fill the table like a long-lived queue: mostly terminal rows, a backlog
+    backing off into the future, a few due rows and some running leases."""
+    now = store.now_ms()
+    fill = _PG_FILL if dialect == "postgres" else _SQLITE_FILL
+    batches = [
+        ("done", "succeeded", None, TERMINAL_ROWS, now - 900_000),
+        ("later", "queued", None, BACKING_OFF_ROWS, now + 3_600_000),
+        ("due", "queued", None, DUE_ROWS, now - 10_000),
+        ("run", "running", "w-busy", RUNNING_ROWS, now - 10_000),
+    ]
+    with connection.cursor() as cursor:
+        for kind, status, worker, n, run_at in batches:
+            cursor.execute(
+                fill, {"kind": kind, "status": status, "worker": worker, "n": n, "run_at": run_at, "now": now}
+            )
+        cursor.execute("ANALYZE cairnq_tasks")
+    return dialect
+
+
+def _plan(dialect: str, name: str, params: dict[str, Any]) -> str:
+    sql = load(dialect, name)
+    if dialect == "sqlite":
+        from cairnq_django.store.sqlite import _now_ms
+
+        params = {"now": _now_ms(), **params}
+        with connection.cursor() as cursor:
+            cursor.execute("EXPLAIN QUERY PLAN " + sql, params)
+            return "\n".join(str(row[-1]) for row in cursor.fetchall())
+    with connection.cursor() as cursor:
+        cursor.execute("EXPLAIN " + sql, params)
+        return "\n".join(row[0] for row in cursor.fetchall())
+
+
+def _full_scans(dialect: str, plan: str) -> list[str]:
+    """Return the plan lines that read all of cairnq_tasks (or all of one of its indexes)."""
+    if dialect == "postgres":
+        return [line for line in plan.splitlines() if "Seq Scan on cairnq_tasks" in line]
+    # SQLite: SEARCH is a range read; SCAN reads everything (even "USING INDEX").
+    allowed = ("json_each", "wanted", "CONSTANT ROW")
+    return [line for line in plan.splitlines() if "SCAN " in line and not any(a in line for a in allowed)]
+
+
+def _lists(dialect: str, values: list[str] | None) -> Any:
+    if values is None:
+        return None
+    return values if dialect == "postgres" else json.dumps(values)
+
+
+CLAIM_SHAPES = [
+    # (statement, queues, names, index it must read, must it avoid a sort?)
+    ("claim_one_queue", ["default"], None, "cairnq_tasks_claim_idx", True),
+    ("claim_one_queue", ["default"], ["a", "b"], "cairnq_tasks_claim", False),
+    ("claim_one_queue_one_name", ["default"], ["a"], "cairnq_tasks_claim_name_idx", True),
+    ("claim_one_name", ["default", "other"], ["a"], "cairnq_tasks_claim_name_idx", False),
+    ("claim", ["default", "other"], None, "cairnq_tasks_claim", False),
+]
+
+
+@pytest.mark.parametrize(("statement", "queues", "names", "index", "no_sort"), CLAIM_SHAPES)
+def test_claims_read_the_claim_indexes(
+    big_table: str, statement: str, queues: list[str], names: list[str] | None, index: str, no_sort: bool
+) -> None:
+    dialect = big_table
+    params: dict[str, Any] = {"worker_id": "w1", "lease_ms": 30_000, "limit": 10}
+    if "one_queue" in statement:
+        params["queue"] = queues[0]
+    else:
+        params["queues"] = _lists(dialect, queues)
+    if "one_name" in statement:
+        params["name"] = names[0]  # type: ignore[index]
+    else:
+        params["names"] = _lists(dialect, names)
+    plan = _plan(dialect, statement, params)
+    assert index in plan, plan
+    assert _full_scans(dialect, plan) == [], plan
+    if len(queues) > 1:
+        # Several queues: each queue's head is read on its own, then merged.
+        assert ("Function Scan on unnest" if dialect == "postgres" else "CORRELATED LIST SUBQUERY") in plan, plan
+    if no_sort:
+        assert ("Sort" if dialect == "postgres" else "TEMP B-TREE") not in plan, plan
+
+
+def test_probe_reads_claim_and_lease_indexes(big_table: str) -> None:
+    dialect = big_table
+    for names in (None, ["a"], ["a", "b"]):
+        plan = _plan(
+            dialect, "claimable_probe", {"queues": _lists(dialect, ["default"]), "names": _lists(dialect, names)}
+        )
+        assert "cairnq_tasks_claim" in plan and "cairnq_tasks_lease_idx" in plan, plan
+        assert _full_scans(dialect, plan) == [], plan
+
+
+def test_recovery_reads_the_lease_index(big_table: str) -> None:
+    dialect = big_table
+    plan = _plan(dialect, "recover_leases", {"lease_expired_error": "{}"})
+    assert "cairnq_tasks_lease_idx" in plan, plan
+    assert _full_scans(dialect, plan) == [], plan
+
+
+def test_claims_on_the_big_table_still_take_due_work(store: Any, big_table: str) -> None:
+    rows = store.claim(["default"], "w1", limit=5)
+    assert len(rows) == 5 and all(r.id.startswith("task_fill_due_") for r in rows)
+    assert store.has_claimable(["default"], ["a"])
+    assert store.recover_leases() == 0
