@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
 
@@ -54,13 +55,18 @@ def get_config() -> dict[str, Any]:
     """Return the effective settings: defaults overlaid with ``settings.CAIRNQ``."""
     user = getattr(settings, "CAIRNQ", None) or {}
     config = dict(DEFAULTS)
-    config.update(user)
+    # A CAIRNQ that is not a dict is reported by check cairnq.E012; until it
+    # is fixed, run on the defaults rather than crash every management command.
+    if isinstance(user, Mapping):
+        config.update(user)
     return config
 
 
 def unknown_keys() -> list[str]:
     """Return keys of ``settings.CAIRNQ`` that cairnq_django does not know."""
     user = getattr(settings, "CAIRNQ", None) or {}
+    if not isinstance(user, Mapping):
+        return []
     return sorted(key for key in user if key not in DEFAULTS)
 
 
