@@ -167,43 +167,9 @@ async def _apass_gate(store: Store, specs: Sequence[SubmitSpec]) -> None:
 
 
 # ---------------------------------------------------------------- signals
-def _prior_ids(store: Store, specs: Sequence[SubmitSpec]) -> builtins.list[str | None]:
-    """Read, for each keyed submit that may reuse, the task its key names now."""
-    prior: builtins.list[str | None] = []
-    for spec in specs:
-        if spec.key is None or spec.conflict in ("replace", "reject"):
-            prior.append(None)
-        else:
-            ref = store.get_status_by_key(spec.key)
-            prior.append(ref[0] if ref else None)
-    return prior
-
-
-def _inserted(
-    rows: Sequence[Task], specs: Sequence[SubmitSpec], prior: Sequence[str | None]
-) -> builtins.list[tuple[Task, bool]]:
-    """Pair each returned row with whether this call inserted it.
-
-    A store may say so itself by setting ``cairnq_inserted`` on the instance.
-    Otherwise: an unkeyed submit always inserts, and so do ``replace`` and a
-    ``reject`` that returned; a ``reuse`` inserted iff the row is not the task
-    the key named just before the call (nor one returned earlier in the same
-    batch). Only a concurrent submit of the same key from elsewhere, landing
-    between that read and ours, can make this announce a reused task.
-    """
-    seen: set[str] = set()
-    out = []
-    for row, spec, before in zip(rows, specs, prior):
-        flag = getattr(row, "cairnq_inserted", None)
-        if flag is not None:
-            inserted = bool(flag)
-        elif spec.key is None or spec.conflict in ("replace", "reject"):
-            inserted = True
-        else:
-            inserted = row.id != before and row.id not in seen
-        seen.add(row.id)
-        out.append((row, inserted))
-    return out
+def _inserted(rows: Sequence[Task]) -> builtins.list[tuple[Task, bool]]:
+    """Pair each returned row with whether this call inserted it (the store marks it)."""
+    return [(row, bool(getattr(row, "cairnq_inserted", True))) for row in rows]
 
 
 def _announce(store: Store, rows: Sequence[tuple[Task, bool]]) -> None:
@@ -272,9 +238,8 @@ def submit(
     )
     store = _store()
     _pass_gate(store, [spec])
-    prior = _prior_ids(store, [spec])
     row = store.submit(spec)
-    _announce(store, _inserted([row], [spec], prior))
+    _announce(store, _inserted([row]))
     return row
 
 
@@ -315,9 +280,8 @@ def submit_many(items: Iterable[Any], **common: Any) -> builtins.list[Task]:
         return []
     store = _store()
     _pass_gate(store, specs)
-    prior = _prior_ids(store, specs)
     rows = store.submit_many(specs)
-    _announce(store, _inserted(rows, specs, prior))
+    _announce(store, _inserted(rows))
     return rows
 
 
@@ -529,9 +493,8 @@ async def asubmit(
     await _apass_gate(store, [spec])
 
     def insert() -> Task:
-        prior = _prior_ids(store, [spec])
         row = store.submit(spec)
-        _announce(store, _inserted([row], [spec], prior))
+        _announce(store, _inserted([row]))
         return row
 
     return await _async(insert)()
@@ -546,9 +509,8 @@ async def asubmit_many(items: Iterable[Any], **common: Any) -> builtins.list[Tas
     await _apass_gate(store, specs)
 
     def insert() -> builtins.list[Task]:
-        prior = _prior_ids(store, specs)
         rows = store.submit_many(specs)
-        _announce(store, _inserted(rows, specs, prior))
+        _announce(store, _inserted(rows))
         return rows
 
     return await _async(insert)()

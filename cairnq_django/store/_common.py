@@ -157,6 +157,7 @@ class SQLStore(Store):
     def _insert(self, spec: SubmitSpec) -> Task:
         row = self._task("insert_task", self._insert_params(spec, new_task_id()))
         assert row is not None  # INSERT ... RETURNING always yields the row
+        row.cairnq_inserted = True  # type: ignore[attr-defined]
         return row
 
     def _submit_keyed(self, spec: SubmitSpec) -> Task:
@@ -169,9 +170,11 @@ class SQLStore(Store):
                 raise AlreadyExists(key)  # type: ignore[arg-type]
             if current.status in LIVE_STATUSES:
                 if spec.conflict in ("reuse", "reuse-succeeded"):
+                    current.cairnq_inserted = False  # type: ignore[attr-defined]
                     return current
                 self._task("cancel", {"id": current.id})  # replace: the ordinary cancel
             elif current.status == TaskStatus.SUCCEEDED and spec.conflict == "reuse-succeeded":
+                current.cairnq_inserted = False  # type: ignore[attr-defined]
                 return current
         created = self._insert(spec)
         self._rows("upsert_key", {"key": key, "task_id": created.id})
@@ -208,6 +211,7 @@ class SQLStore(Store):
                     )
                     by_id = {t.id: t for t in self._tasks("insert_tasks", {"rows": rows})}
                     for (i, _), tid in zip(chunk, ids):
+                        by_id[tid].cairnq_inserted = True  # type: ignore[attr-defined]
                         out[i] = by_id[tid]
                 # Keys in sorted order so two concurrent batches take the PG key
                 # locks in the same order (no deadlock); a stable sort keeps
