@@ -1,0 +1,450 @@
+"""The operators' view of the queue: a read-only task admin with cancel and retry.
+
+Rows change only through the store's operations, so the admin grants no add,
+change or delete permission. Everything here must stay cheap on a million rows:
+no exact ``COUNT(*)`` per page view, no filter choice list built from the
+table, exact-match search that the protocol's indexes can answer.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any, ClassVar, cast
+
+from django.contrib import admin
+from django.contrib.admin.views.main import ChangeList
+from django.core.paginator import Paginator
+from django.db import connections
+from django.db.models import Q, QuerySet
+from django.http import HttpRequest, HttpResponse
+from django.urls import URLPattern, path, reverse
+from django.utils import timezone
+from django.utils.functional import cached_property
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString
+from django.utils.text import Truncator
+from django.utils.translation import gettext_lazy as _
+
+from . import admin_views
+from .conf import get_config
+from .models import Task, TaskKey, TaskStatus, ms_to_datetime
+
+# Rows counted exactly before the paginator settles for "more than this".
+COUNT_CAP = 10_000
+PREVIEW_CHARS = 60
+# The detail page shows whole documents up to this size, then cuts with a note.
+DETAIL_CHARS = 100_000
+CANCEL_REQUESTED = "cancel_requested"
+
+
+def _alias() -> str:
+    return str(get_config()["DATABASE"])
+
+
+class EstimatedCountPaginator(Paginator):
+    """Count at most ``COUNT_CAP + 1`` rows; past that, estimate.
+
+    An exact ``COUNT(*)`` over a million rows costs a full scan per page view.
+    The capped count is ``SELECT COUNT(*) FROM (... LIMIT cap+1)``. When the
+    unfiltered table is over the cap, PostgreSQL's planner statistics
+    (``pg_class.reltuples``) give the size; otherwise the count reads "cap+".
+    ``estimated`` tells the template to say so.
+    """
+
+    # None: the count is exact; "about": a planner estimate; "more": a lower bound.
+    estimated: str | None = None
+
+    @cached_property
+    def count(self) -> int:
+        queryset = cast(QuerySet[Task], self.object_list)
+        capped = queryset.order_by()[: COUNT_CAP + 1].count()
+        if capped <= COUNT_CAP:
+            return capped
+        if not queryset.query.where:
+            approx = _table_estimate(queryset.db)
+            if approx is not None and approx > COUNT_CAP:
+                self.estimated = "about"
+                return approx
+        self.estimated = "more"
+        return COUNT_CAP
+
+
+def _table_estimate(alias: str) -> int | None:
+    """Return PostgreSQL's row estimate for the task table (None elsewhere or if never analyzed)."""
+    connection = connections[alias]
+    if connection.vendor != "postgresql":
+        return None
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT reltuples::bigint FROM pg_class WHERE oid = to_regclass(%s)", [Task._meta.db_table]
+        )
+        row = cursor.fetchone()
+    if row is None or row[0] is None or row[0] < 0:
+        return None
+    return int(row[0])
+
+
+class StatusFilter(admin.SimpleListFilter):
+    """Filter by status from the fixed list of statuses, plus "cancel requested"."""
+
+    title = _("status")
+    parameter_name = "status"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, Any]]:
+        return [*TaskStatus.choices, (CANCEL_REQUESTED, _("Cancel requested"))]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Task]) -> QuerySet[Task]:
+        value = self.value()
+        if value == CANCEL_REQUESTED:
+            return queryset.filter(status=TaskStatus.RUNNING, cancel_requested_at_ms__isnull=False)
+        if value in TaskStatus.values:
+            return queryset.filter(status=value)
+        return queryset
+
+
+class ExactTextFilter(admin.SimpleListFilter):
+    """Filter on one column by an exact value typed into a box.
+
+    A choice list would need ``SELECT DISTINCT`` over the whole table on every
+    page view; a typed value becomes an equality the protocol's indexes serve.
+    ``suggestions`` (from settings, never from the table) are offered as links.
+    """
+
+    template = "admin/cairnq/text_filter.html"
+    field = ""
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [(value, value) for value in self.suggestions()]
+
+    def suggestions(self) -> list[str]:
+        return []
+
+    def has_output(self) -> bool:
+        return True
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Task]) -> QuerySet[Task]:
+        value = (self.value() or "").strip()
+        if value:
+            return queryset.filter(**{self.field: value})
+        return queryset
+
+    def choices(self, changelist: ChangeList) -> Iterator[Any]:
+        # The box submits a GET form, so every other current parameter rides
+        # along as a hidden input (but not the page number: a new filter starts at page 1).
+        parameter = str(self.parameter_name)
+        self.hidden_params = [(key, value) for key, value in changelist.params.items() if key != parameter]
+        self.current = self.value() or ""
+        yield {
+            "selected": self.value() is None,
+            "query_string": changelist.get_query_string(remove=[parameter]),
+            "display": _("All"),
+        }
+        for value, label in self.lookup_choices:
+            yield {
+                "selected": self.value() == value,
+                "query_string": changelist.get_query_string({parameter: value}),
+                "display": label,
+            }
+
+
+class QueueFilter(ExactTextFilter):
+    title = _("queue")
+    parameter_name = "queue"
+    field = "queue"
+
+    def suggestions(self) -> list[str]:
+        return [str(queue) for queue in get_config()["QUEUES"]][:20]
+
+
+class NameFilter(ExactTextFilter):
+    title = _("name")
+    parameter_name = "name"
+    field = "name"
+
+
+def _pretty_json(value: Any, limit: int) -> SafeString | str:
+    if value is None:
+        return "—"
+    text = json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
+    if len(text) > limit:
+        return format_html(
+            '<pre class="cairnq-json">{}</pre><p class="help">{}</p>',
+            text[:limit],
+            _("Cut at %(limit)d characters of %(total)d.") % {"limit": limit, "total": len(text)},
+        )
+    return format_html('<pre class="cairnq-json">{}</pre>', text)
+
+
+def _has_perm(request: HttpRequest, perm: str) -> bool:
+    user: Any = request.user
+    return bool(user.has_perm(perm))
+
+
+def _local(value: Any) -> Any:
+    return timezone.localtime(value) if value is not None else None
+
+
+@admin.register(Task)
+class TaskAdmin(admin.ModelAdmin):
+    """Read-only task list and detail, with permission-gated cancel and retry."""
+
+    list_display = (
+        "id",
+        "name",
+        "queue",
+        "status_badge",
+        "attempts",
+        "progress_bar",
+        "priority",
+        "worker_id",
+        "run_at_display",
+        "created_display",
+        "completed_display",
+        "payload_preview",
+    )
+    list_display_links = ("id",)
+    list_filter = (StatusFilter, QueueFilter, NameFilter)
+    # The search box needs a non-empty search_fields; get_search_results does the work.
+    search_fields = ("id",)
+    search_help_text = _("Exact task id, key, name or correlation id.")
+    # Newest first by id: ids are ULIDs, whose order is creation order (protocol
+    # 2.3), and the primary key index serves it. Sorting by created_at_ms has
+    # no index and costs a full scan per page view (~400 ms at a million rows).
+    ordering = ("-id",)
+    list_per_page = 50
+    list_max_show_all = 200
+    show_full_result_count = False
+    show_facets = admin.ShowFacets.NEVER
+    paginator = EstimatedCountPaginator
+    actions = ("cancel_tasks", "retry_tasks", "retry_tasks_reset_attempts")
+    readonly_fields = (
+        "id",
+        "name",
+        "queue",
+        "status_badge",
+        "attempts",
+        "priority",
+        "progress_bar",
+        "task_key",
+        "parent_link",
+        "root_link",
+        "correlation_id",
+        "worker_id",
+        "lease_display",
+        "timeline",
+        "payload_pretty",
+        "result_pretty",
+        "error_pretty",
+        "metadata_pretty",
+    )
+    fieldsets = (
+        (None, {"fields": ("id", "name", "queue", "status_badge", "attempts", "priority", "progress_bar")}),
+        (_("Lineage"), {"fields": ("task_key", "parent_link", "root_link", "correlation_id")}),
+        (_("Lease"), {"fields": ("worker_id", "lease_display")}),
+        (_("Timeline"), {"fields": ("timeline",)}),
+        (_("Data"), {"fields": ("payload_pretty", "result_pretty", "error_pretty", "metadata_pretty")}),
+    )
+
+    class Media:
+        css: ClassVar[dict[str, tuple[str, ...]]] = {"all": ("cairnq/admin.css",)}
+
+    # ---- permissions: tasks change only through the store -------------
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Task | None = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Task | None = None) -> bool:
+        return False
+
+    def has_cancel_permission(self, request: HttpRequest, obj: Task | None = None) -> bool:
+        return _has_perm(request, f"{self.opts.app_label}.cancel_task")
+
+    def has_retry_permission(self, request: HttpRequest, obj: Task | None = None) -> bool:
+        return _has_perm(request, f"{self.opts.app_label}.retry_task")
+
+    # ---- queries -------------------------------------------------------
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Task]:
+        return super().get_queryset(request).using(_alias())
+
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet[Task], search_term: str
+    ) -> tuple[QuerySet[Task], bool]:
+        """Match the term exactly against id, key, name and correlation id.
+
+        The key is resolved first (a primary-key lookup) so the task query is
+        an OR of indexed equalities, which PostgreSQL answers with a bitmap OR
+        instead of scanning for ``id IN (subquery)``.
+        """
+        term = search_term.strip()
+        if not term:
+            return queryset, False
+        ids = [term]
+        keyed = TaskKey.objects.using(_alias()).filter(key=term).values_list("task_id", flat=True).first()
+        if keyed is not None:
+            ids.append(keyed)
+        return queryset.filter(Q(pk__in=ids) | Q(name=term) | Q(correlation_id=term)), False
+
+    def get_urls(self) -> list[URLPattern]:
+        prefix = f"{self.opts.app_label}_{self.opts.model_name}"
+        wrap = self.admin_site.admin_view
+        return [
+            path("dashboard/", wrap(self.dashboard_view), name=f"{prefix}_dashboard"),
+            path("<path:object_id>/cancel/", wrap(self.cancel_view), name=f"{prefix}_cancel"),
+            path("<path:object_id>/retry/", wrap(self.retry_view), name=f"{prefix}_retry"),
+            *super().get_urls(),
+        ]
+
+    def dashboard_view(self, request: HttpRequest) -> HttpResponse:
+        return admin_views.dashboard(self, request)
+
+    def cancel_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        return admin_views.cancel_one(self, request, object_id)
+
+    def retry_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        return admin_views.retry_one(self, request, object_id)
+
+    def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> HttpResponse:
+        context = {"cairnq_dashboard_url": reverse(f"{self.admin_site.name}:cairnq_task_dashboard")}
+        return super().changelist_view(request, {**context, **(extra_context or {})})
+
+    def change_view(
+        self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        name = self.admin_site.name
+        context = {
+            "cairnq_dashboard_url": reverse(f"{name}:cairnq_task_dashboard"),
+            "cairnq_cancel_url": reverse(f"{name}:cairnq_task_cancel", args=[object_id]),
+            "cairnq_retry_url": reverse(f"{name}:cairnq_task_retry", args=[object_id]),
+            "cairnq_can_cancel": self.has_cancel_permission(request),
+            "cairnq_can_retry": self.has_retry_permission(request),
+        }
+        return super().change_view(request, object_id, form_url, {**context, **(extra_context or {})})
+
+    # ---- actions -------------------------------------------------------
+    @admin.action(permissions=["cancel"], description=_("Cancel selected tasks"))
+    def cancel_tasks(self, request: HttpRequest, queryset: QuerySet[Task]) -> None:
+        admin_views.cancel_queryset(self, request, queryset)
+
+    @admin.action(permissions=["retry"], description=_("Retry selected tasks"))
+    def retry_tasks(self, request: HttpRequest, queryset: QuerySet[Task]) -> None:
+        admin_views.retry_queryset(self, request, queryset, reset_attempt=False)
+
+    @admin.action(permissions=["retry"], description=_("Retry selected tasks, resetting attempts"))
+    def retry_tasks_reset_attempts(self, request: HttpRequest, queryset: QuerySet[Task]) -> None:
+        admin_views.retry_queryset(self, request, queryset, reset_attempt=True)
+
+    # ---- columns -------------------------------------------------------
+    @admin.display(description=_("status"), ordering="status")
+    def status_badge(self, obj: Task) -> SafeString:
+        if obj.cancel_requested:
+            return format_html('<span class="cairnq-badge cairnq-badge--cancel-requested">{}</span>', _("cancel requested"))
+        label = TaskStatus(obj.status).label if obj.status in TaskStatus.values else obj.status
+        return format_html('<span class="cairnq-badge cairnq-badge--{}">{}</span>', obj.status, label)
+
+    @admin.display(description=_("attempt"))
+    def attempts(self, obj: Task) -> str:
+        return f"{obj.attempt} / {obj.max_attempts}"
+
+    @admin.display(description=_("progress"))
+    def progress_bar(self, obj: Task) -> SafeString | str:
+        if obj.progress is None and not obj.message:
+            return "—"
+        message = Truncator(obj.message or "").chars(PREVIEW_CHARS)
+        if obj.progress is None:
+            return format_html('<span class="cairnq-progress-message">{}</span>', message)
+        fraction = min(max(float(obj.progress), 0.0), 1.0)
+        return format_html(
+            '<span class="cairnq-progress"><progress max="1" value="{}">{}%</progress> {}%'
+            ' <span class="cairnq-progress-message">{}</span></span>',
+            f"{fraction:.3f}",
+            round(fraction * 100),
+            round(fraction * 100),
+            message,
+        )
+
+    @admin.display(description=_("run at"), ordering="run_at_ms")
+    def run_at_display(self, obj: Task) -> Any:
+        return _local(obj.run_at)
+
+    # Sorting this column sorts by id: the same order, served by an index.
+    @admin.display(description=_("created"), ordering="id")
+    def created_display(self, obj: Task) -> Any:
+        return _local(obj.created_at)
+
+    @admin.display(description=_("completed"), ordering="completed_at_ms")
+    def completed_display(self, obj: Task) -> Any:
+        return _local(obj.completed_at)
+
+    @admin.display(description=_("payload"))
+    def payload_preview(self, obj: Task) -> SafeString:
+        text = json.dumps(obj.payload, ensure_ascii=False, sort_keys=True)
+        return format_html('<code class="cairnq-preview">{}</code>', Truncator(text).chars(PREVIEW_CHARS))
+
+    # ---- detail page ---------------------------------------------------
+    @admin.display(description=_("key"))
+    def task_key(self, obj: Task) -> str:
+        # cairnq_task_keys has no index on task_id (protocol 1.3); one row per
+        # detail view is an acceptable scan of the key table, never of tasks.
+        key = TaskKey.objects.using(_alias()).filter(task_id=obj.pk).values_list("key", flat=True).first()
+        return key if key is not None else "—"
+
+    def _task_link(self, task_id: str | None) -> SafeString | str:
+        if not task_id:
+            return "—"
+        url = reverse(f"{self.admin_site.name}:cairnq_task_change", args=[task_id])
+        return format_html('<a href="{}">{}</a>', url, task_id)
+
+    @admin.display(description=_("parent"))
+    def parent_link(self, obj: Task) -> SafeString | str:
+        return self._task_link(obj.parent_id)
+
+    @admin.display(description=_("root"))
+    def root_link(self, obj: Task) -> SafeString | str:
+        if obj.root_id == obj.pk:
+            return format_html("{} ({})", obj.root_id, _("this task"))
+        return self._task_link(obj.root_id)
+
+    @admin.display(description=_("lease until"))
+    def lease_display(self, obj: Task) -> SafeString | str:
+        if obj.lease_until is None:
+            return "—"
+        return format_html("{}", _format_dt(obj.lease_until))
+
+    @admin.display(description=_("timeline"))
+    def timeline(self, obj: Task) -> SafeString:
+        steps = [
+            (_("created"), obj.created_at),
+            (_("due"), obj.run_at),
+            (_("cancel requested"), ms_to_datetime(obj.cancel_requested_at_ms)),
+            (_("completed"), obj.completed_at),
+            (_("updated"), ms_to_datetime(obj.updated_at_ms)),
+        ]
+        rows = format_html_join(
+            "", "<tr><th>{}</th><td>{}</td></tr>", ((label, _format_dt(when)) for label, when in steps if when)
+        )
+        return format_html('<table class="cairnq-timeline">{}</table>', rows)
+
+    @admin.display(description=_("payload"))
+    def payload_pretty(self, obj: Task) -> SafeString | str:
+        return _pretty_json(obj.payload, DETAIL_CHARS)
+
+    @admin.display(description=_("result"))
+    def result_pretty(self, obj: Task) -> SafeString | str:
+        return _pretty_json(obj.result, DETAIL_CHARS)
+
+    @admin.display(description=_("error"))
+    def error_pretty(self, obj: Task) -> SafeString | str:
+        return _pretty_json(obj.error, DETAIL_CHARS)
+
+    @admin.display(description=_("metadata"))
+    def metadata_pretty(self, obj: Task) -> SafeString | str:
+        return _pretty_json(obj.metadata, DETAIL_CHARS)
+
+
+def _format_dt(value: Any) -> str:
+    """Format an aware datetime in the active time zone, to the millisecond."""
+    local = timezone.localtime(value)
+    return local.strftime("%Y-%m-%d %H:%M:%S.") + f"{local.microsecond // 1000:03d} {local.tzname()}"
