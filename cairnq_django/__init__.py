@@ -77,6 +77,7 @@ _LAZY = {
     "Task": ".models",
     "TaskStatus": ".models",
     "task": ".registry",
+    "periodic": ".periodic",
     "TaskContext": ".context",
 }
 

@@ -31,6 +31,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "cairnq_django",
     "testproject.demo",
+    "testproject.native",
     # "testproject.pipeline",  (enabled once the worker lands)
 ]
 
@@ -84,6 +85,10 @@ else:
 CAIRNQ = {
     "RESOURCES": {"gpu": 1},
 }
+
+# Django's own @task (django.tasks, or the django-tasks backport on 5.2) runs
+# on cairnq; an empty QUEUES list lets a task name any queue.
+TASKS = {"default": {"BACKEND": "cairnq_django.backends.CairnqBackend", "QUEUES": []}}
 CAIRNQ.update(json.loads(os.environ.get("CAIRNQ_TEST_OVERRIDES", "{}")))
 
 LOGGING = {

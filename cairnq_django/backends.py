@@ -1,0 +1,496 @@
+"""A ``django.tasks`` backend that stores tasks in ``cairnq_tasks``: ``CairnqBackend``.
+
+``TASKS = {"default": {"BACKEND": "cairnq_django.backends.CairnqBackend"}}``
+makes functions decorated with Django's own ``@task`` enqueue cairnq rows
+that ``manage.py cairnq_worker`` runs (see docs/django-tasks.md).
+
+Django 6 ships the framework as ``django.tasks``; on Django 5.2 the
+``django-tasks`` backport provides the same API as ``django_tasks``. The
+compat block below picks one (the built-in wins when both are installed).
+
+How a Django task becomes a cairnq task:
+
+* its cairnq name is the function's module path (``Task.module_path``);
+* the payload is ``{"args": [...], "kwargs": {...}}`` after Django's own
+  ``normalize_json`` (tuples become lists), encoded with cairnq's strict rules;
+* ``priority`` (-100..100), ``queue_name`` and ``run_after`` map onto the
+  row's priority, queue and ``run_at_ms``;
+* the worker only claims names it has a handler for, so the backend registers
+  a cairnq handler for every Django task it validates. Django validates a task
+  when the decorator runs, so importing the module that defines it (an app's
+  ``tasks.py`` is autodiscovered at start-up) is what makes a worker run it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import threading
+import traceback
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from django.core import checks
+from django.db import connections, transaction
+from django.utils import timezone
+from django.utils.module_loading import import_string
+
+from .api import CONFLICTS
+
+if TYPE_CHECKING:
+    from .context import TaskContext as CairnqContext
+    from .models import Task as TaskRow
+
+# ---------------------------------------------------------------- compat
+try:  # Django 6.0+
+    from django.tasks import TaskContext, TaskResult, TaskResultStatus, task_backends
+    from django.tasks import task as django_task
+    from django.tasks.backends.base import BaseTaskBackend
+    from django.tasks.base import Task, TaskError
+    from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist
+    from django.tasks.signals import task_enqueued, task_finished, task_started
+    from django.utils.json import normalize_json
+
+    FRAMEWORK = "django.tasks"
+except ImportError:  # Django 5.2 with the django-tasks backport
+    try:
+        from django_tasks import (  # type: ignore[no-redef,assignment]
+            TaskContext,
+            TaskResult,
+            TaskResultStatus,
+            task_backends,
+        )
+        from django_tasks import task as django_task  # type: ignore[no-redef,assignment]
+        from django_tasks.backends.base import BaseTaskBackend  # type: ignore[no-redef,assignment]
+        from django_tasks.base import Task, TaskError  # type: ignore[no-redef,assignment]
+        from django_tasks.exceptions import InvalidTaskError as InvalidTask  # type: ignore[no-redef,assignment]
+        from django_tasks.exceptions import TaskResultDoesNotExist  # type: ignore[no-redef,assignment]
+        from django_tasks.signals import (  # type: ignore[no-redef,assignment]
+            task_enqueued,
+            task_finished,
+            task_started,
+        )
+        from django_tasks.utils import normalize_json  # type: ignore[no-redef,assignment]
+
+        FRAMEWORK = "django_tasks"
+    except ImportError as exc:
+        from django.core.exceptions import ImproperlyConfigured
+
+        class TaskFrameworkMissing(ImportError, ImproperlyConfigured):
+            """Neither ``django.tasks`` nor the ``django-tasks`` backport is installed."""
+
+        raise TaskFrameworkMissing(
+            "cairnq_django.backends needs Django's task framework: Django 6.0+ "
+            "(django.tasks) or, on Django 5.2, the backport: pip install django-tasks"
+        ) from exc
+
+__all__ = [
+    "FRAMEWORK",
+    "STATUS_MAP",
+    "CairnqBackend",
+    "CairnqTask",
+    "django_task",
+    "result_from_row",
+    "task_backends",
+]
+
+# cairnq status -> Django result status. Django has no "canceled": a canceled
+# task did not succeed and never will by itself, so it reads FAILED (with an
+# error naming TaskCanceled). ``queued`` covers a task waiting for its first
+# run, for its ``run_after`` and for a retry after a failed attempt -- Django's
+# READY means exactly "enqueued, or ready to be executed again".
+STATUS_MAP: dict[str, Any] = {
+    "queued": TaskResultStatus.READY,
+    "running": TaskResultStatus.RUNNING,
+    "succeeded": TaskResultStatus.SUCCESSFUL,
+    "failed": TaskResultStatus.FAILED,
+    "canceled": TaskResultStatus.FAILED,
+}
+
+CANCELED_ERROR_PATH = "cairnq_django.exceptions.TaskCanceled"
+
+# Keys CairnqBackend accepts in TASKS[alias]["OPTIONS"].
+OPTION_DEFAULTS: dict[str, Any] = {
+    # Attempts per task unless the decorator says otherwise (cairnq's default).
+    "MAX_ATTEMPTS": 3,
+}
+
+
+# ---------------------------------------------------------------- the task class
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class CairnqTask(Task):  # type: ignore[misc,valid-type]
+    """Django's ``Task`` plus the cairnq options the decorator may carry.
+
+    ``@task(resource="gpu", concurrency=2, key=..., conflict="reuse",
+    max_attempts=5)``: Django passes keyword arguments it does not know to
+    the backend's ``task_class`` (Django 6.1 and the django-tasks backport).
+    ``key`` is a string or a callable ``key(*args, **kwargs) -> str | None``
+    computed per enqueue; ``with_options()`` overrides any of them for one
+    enqueue, like Django's ``using()``.
+    """
+
+    resource: str | None = None
+    concurrency: int | None = None
+    key: Any = None
+    conflict: str = "reuse"
+    max_attempts: int | None = None
+
+    def with_options(self, **changes: Any) -> CairnqTask:
+        """Return a copy with other cairnq options (``key``, ``conflict``, ``max_attempts``)."""
+        allowed = {"key", "conflict", "max_attempts"}
+        unknown = set(changes) - allowed
+        if unknown:
+            raise TypeError(f"with_options() got unexpected options: {', '.join(sorted(unknown))}")
+        return dataclasses.replace(self, **changes)
+
+
+def _cairnq_options(task: Any) -> dict[str, Any]:
+    """Read the cairnq options of a task (a plain Django ``Task`` has none)."""
+    return {
+        "resource": getattr(task, "resource", None),
+        "concurrency": getattr(task, "concurrency", None),
+        "key": getattr(task, "key", None),
+        "conflict": getattr(task, "conflict", "reuse"),
+        "max_attempts": getattr(task, "max_attempts", None),
+    }
+
+
+def _validate_options(task: Any) -> None:
+    options = _cairnq_options(task)
+    for option in ("resource",):
+        value = options[option]
+        if value is not None and (not isinstance(value, str) or not value.strip()):
+            raise InvalidTask(f"{option} must be a non-empty string, got {value!r}")
+    for option in ("concurrency", "max_attempts"):
+        value = options[option]
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise InvalidTask(f"{option} must be an integer >= 1, got {value!r}")
+    key = options["key"]
+    if key is not None and not callable(key) and (not isinstance(key, str) or not key):
+        raise InvalidTask(f"key must be a non-empty string or a callable, got {key!r}")
+    if options["conflict"] not in CONFLICTS:
+        raise InvalidTask(f"conflict must be one of {', '.join(CONFLICTS)}; got {options['conflict']!r}")
+
+
+# ---------------------------------------------------------------- handler registry
+_lock = threading.Lock()
+# cairnq task name -> the Django Task most recently validated under it.
+_django_tasks: dict[str, Any] = {}
+
+
+def _register(task: Any) -> None:
+    """Register (once per name) the cairnq handler that runs this Django task."""
+    from .registry import get_task
+    from .registry import task as cairnq_task
+
+    name = task.module_path
+    options = _cairnq_options(task)
+    with _lock:
+        _django_tasks[name] = task
+        existing = get_task(name)
+        if (
+            existing is not None
+            and getattr(existing.func, "_cairnq_django_task", None) == name
+            and existing.resource == options["resource"]
+            and existing.concurrency == options["concurrency"]
+        ):
+            return
+        handler = _make_handler(name, task.func)
+        cairnq_task(
+            name,
+            resource=options["resource"],
+            concurrency=options["concurrency"],
+            max_attempts=options["max_attempts"],
+        )(handler)
+
+
+def _make_handler(name: str, func: Callable[..., Any]) -> Callable[..., Any]:
+    def handler(ctx: CairnqContext, payload: Any) -> Any:
+        return _run(name, ctx, payload)
+
+    # The registry tells a re-registration from a clash by module + qualname,
+    # so the handler carries the Django function's.
+    handler.__module__ = func.__module__
+    handler.__qualname__ = func.__qualname__
+    handler.__name__ = func.__name__
+    handler.__doc__ = func.__doc__
+    handler._cairnq_django_task = name  # type: ignore[attr-defined]
+    return handler
+
+
+def django_task_for(name: str) -> Any | None:
+    """Return the Django ``Task`` whose module path is ``name``, importing it if needed."""
+    found = _django_tasks.get(name)
+    if found is not None:
+        return found
+    try:
+        obj = import_string(name)
+    except ImportError:
+        return None
+    return obj if isinstance(obj, Task) else None
+
+
+def _split_payload(payload: Any) -> tuple[list[Any], dict[str, Any]]:
+    if not isinstance(payload, Mapping):
+        raise TypeError(f"a Django task's payload must be an object with args/kwargs, got {payload!r}")
+    args = payload.get("args") or []
+    kwargs = payload.get("kwargs") or {}
+    if not isinstance(args, list) or not isinstance(kwargs, Mapping):
+        raise TypeError("a Django task's payload must hold a list 'args' and an object 'kwargs'")
+    return list(args), dict(kwargs)
+
+
+def _run(name: str, ctx: CairnqContext, payload: Any) -> Any:
+    """Call the Django task for one claimed row; what it returns becomes the row's result."""
+    from .exceptions import LostLease
+    from .exceptions import TaskError as CairnqTaskError
+
+    task = django_task_for(name)
+    if task is None:
+        raise CairnqTaskError(
+            f"{name!r} is not a Django task in this process",
+            type="NoHandler",
+            code="no_handler",
+            retryable=False,
+        )
+    args, kwargs = _split_payload(payload)
+    backend = task.get_backend()
+    row = ctx.task
+    started = timezone.now()
+    running = result_from_row(row, task=task, backend_alias=backend.alias)
+    object.__setattr__(running, "status", TaskResultStatus.RUNNING)
+    object.__setattr__(running, "started_at", started)
+    object.__setattr__(running, "last_attempted_at", started)
+    task_started.send(sender=type(backend), task_result=running)
+    try:
+        if task.takes_context:
+            raw = task.call(TaskContext(task_result=running), *args, **kwargs)
+        else:
+            raw = task.call(*args, **kwargs)
+    except (LostLease, CairnqTaskError) as exc:
+        _finished(backend, running, exc)
+        raise
+    except Exception as exc:
+        _finished(backend, running, exc)
+        # Keep Django's error shape (class path + traceback) in the envelope's
+        # details, so get_result() can rebuild TaskError on any host.
+        raise CairnqTaskError(
+            str(exc),
+            type=type(exc).__name__,
+            code="handler_error",
+            retryable=True,
+            details={
+                "exception_class_path": f"{type(exc).__module__}.{type(exc).__qualname__}",
+                "traceback": "".join(traceback.format_exception(exc)),
+            },
+        ) from exc
+    try:
+        value = normalize_json(raw)
+    except (TypeError, ValueError) as exc:
+        # Returned as is: the worker's encoder then fails the task permanently
+        # with ``unserializable_result`` (a retry would return the same value).
+        _finished(backend, running, exc)
+        return raw
+    object.__setattr__(running, "_return_value", value)
+    _finished(backend, running, None)
+    return value
+
+
+def _finished(backend: Any, result: Any, exc: BaseException | None) -> None:
+    now = timezone.now()
+    object.__setattr__(result, "finished_at", now)
+    if exc is None:
+        object.__setattr__(result, "status", TaskResultStatus.SUCCESSFUL)
+    else:
+        object.__setattr__(result, "status", TaskResultStatus.FAILED)
+        result.errors.append(_error_for(exc))
+    task_finished.send(sender=type(backend), task_result=result)
+
+
+def _error_for(exc: BaseException) -> Any:
+    kind = type(exc)
+    return TaskError(
+        exception_class_path=f"{kind.__module__}.{kind.__qualname__}",
+        traceback="".join(traceback.format_exception(exc)),
+    )
+
+
+# ---------------------------------------------------------------- rows -> results
+def _ms(value: int | None) -> dt.datetime | None:
+    if value is None:
+        return None
+    return dt.datetime.fromtimestamp(value / 1000, tz=dt.timezone.utc)
+
+
+def _errors(row: TaskRow) -> list[Any]:
+    """Rebuild Django's error list from the row: cairnq keeps the last error only."""
+    errors = []
+    envelope: Mapping[str, Any] | None = row.error if isinstance(row.error, Mapping) else None
+    if envelope is not None:
+        raw = envelope.get("details")
+        details: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
+        path = details.get("exception_class_path") or f"cairnq_django.exceptions.{envelope.get('type') or 'TaskError'}"
+        text = details.get("traceback") or f"{envelope.get('type')}: {envelope.get('message')}"
+        errors.append(TaskError(exception_class_path=str(path), traceback=str(text)))
+    if row.status == "canceled":
+        errors.append(TaskError(exception_class_path=CANCELED_ERROR_PATH, traceback=f"task {row.id} was canceled"))
+    return errors
+
+
+def result_from_row(row: TaskRow, *, task: Any, backend_alias: str) -> Any:
+    """Build Django's ``TaskResult`` for one cairnq row (see ``STATUS_MAP``).
+
+    cairnq records no start time and only the latest worker, so
+    ``started_at``/``last_attempted_at`` are None, and ``worker_ids`` repeats
+    the latest worker once per attempt (``attempts`` is the row's attempt).
+    """
+    payload: Mapping[str, Any] = row.payload if isinstance(row.payload, Mapping) else {}
+    raw_args, raw_kwargs = payload.get("args"), payload.get("kwargs")
+    args: list[Any] = raw_args if isinstance(raw_args, list) else []
+    kwargs: Mapping[str, Any] = raw_kwargs if isinstance(raw_kwargs, Mapping) else {}
+    worker_ids = [row.worker_id] * row.attempt if row.worker_id else []
+    result: Any = TaskResult(
+        task=task,
+        id=row.id,
+        status=STATUS_MAP[row.status],
+        enqueued_at=_ms(row.created_at_ms),
+        started_at=None,
+        finished_at=_ms(row.completed_at_ms),
+        last_attempted_at=None,
+        args=args,
+        kwargs=dict(kwargs),
+        backend=backend_alias,
+        errors=_errors(row),
+        worker_ids=worker_ids,
+    )
+    if row.status == "succeeded":
+        object.__setattr__(result, "_return_value", row.result)
+    return result
+
+
+# ---------------------------------------------------------------- the backend
+class CairnqBackend(BaseTaskBackend):  # type: ignore[misc,valid-type]
+    """Enqueue Django tasks as cairnq rows; ``cairnq_worker`` runs them.
+
+    Rows go to ``CAIRNQ["DATABASE"]``; inside ``transaction.atomic()`` on
+    that alias the enqueue commits (or rolls back) with the caller's work.
+    """
+
+    task_class = CairnqTask
+    supports_defer = True
+    supports_async_task = True
+    supports_get_result = True
+    supports_priority = True
+
+    def __init__(self, alias: str, params: dict[str, Any]) -> None:
+        super().__init__(alias, params)
+        self.options = dict(self.options or {})
+
+    @property
+    def max_attempts(self) -> int:
+        value = self.options.get("MAX_ATTEMPTS", OPTION_DEFAULTS["MAX_ATTEMPTS"])
+        return int(value)
+
+    # ---- validation (also where handlers get registered) ---------------------
+    def validate_task(self, task: Any) -> None:
+        """Validate as Django does, then the cairnq options; register the handler."""
+        BaseTaskBackend.validate_task(self, task)
+        _validate_options(task)
+        _register(task)
+
+    # ---- enqueue ---------------------------------------------------------------
+    def enqueue(self, task: Any, args: Any, kwargs: Any) -> Any:
+        """Insert one cairnq row for this call and return its ``TaskResult`` (READY)."""
+        from . import api
+
+        self.validate_task(task)
+        args = normalize_json(list(args))
+        kwargs = normalize_json(dict(kwargs))
+        options = _cairnq_options(task)
+        key = options["key"]
+        if callable(key):
+            key = key(*args, **kwargs)
+        delay_ms = 0
+        if task.run_after is not None:
+            delay_ms = max(0, int((task.run_after - timezone.now()).total_seconds() * 1000))
+        row = api.submit(
+            task.module_path,
+            {"args": args, "kwargs": kwargs},
+            queue=task.queue_name,
+            priority=int(task.priority),
+            max_attempts=options["max_attempts"] or self.max_attempts,
+            delay_ms=delay_ms,
+            key=key,
+            conflict=options["conflict"],
+        )
+        result = result_from_row(row, task=task, backend_alias=self.alias)
+        self._announce(result)
+        return result
+
+    def _announce(self, result: Any) -> None:
+        # Like cairnq's own task_enqueued: a receiver must never hear of a row
+        # that a rollback then erases.
+        from .store import get_store
+
+        alias = get_store().alias
+
+        def send() -> None:
+            task_enqueued.send(sender=type(self), task_result=result)
+
+        if connections[alias].in_atomic_block:
+            transaction.on_commit(send, using=alias, robust=True)
+        else:
+            send()
+
+    # ---- results ----------------------------------------------------------------
+    def get_result(self, result_id: str) -> Any:
+        """Read the row and map it (see ``STATUS_MAP``); unknown ids raise ``TaskResultDoesNotExist``."""
+        from .store import get_store
+
+        row = get_store().get(result_id)
+        if row is None:
+            raise TaskResultDoesNotExist(result_id)
+        task = django_task_for(row.name)
+        if task is None:
+            raise TaskResultDoesNotExist(f"{result_id} is a cairnq task {row.name!r}, not a Django task")
+        if task.queue_name != row.queue or task.priority != row.priority:
+            try:
+                task = task.using(queue_name=row.queue, priority=row.priority)
+            except (InvalidTask, ValueError):
+                pass  # e.g. a queue this backend does not list: keep the declared task
+        return result_from_row(row, task=task, backend_alias=self.alias)
+
+    # ---- checks -------------------------------------------------------------------
+    def check(self, **kwargs: Any) -> list[checks.CheckMessage]:
+        """``cairnq.E020``: unknown OPTIONS key; ``E021``: bad MAX_ATTEMPTS; ``W020``: queue no worker claims by default."""
+        from .conf import get_config
+
+        messages: list[checks.CheckMessage] = []
+        for key in sorted(set(self.options) - set(OPTION_DEFAULTS)):
+            messages.append(
+                checks.Error(
+                    f"TASKS[{self.alias!r}]['OPTIONS'] has an unknown key {key!r}.",
+                    hint=f"CairnqBackend accepts: {', '.join(sorted(OPTION_DEFAULTS))}.",
+                    id="cairnq.E020",
+                )
+            )
+        value = self.options.get("MAX_ATTEMPTS", OPTION_DEFAULTS["MAX_ATTEMPTS"])
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            messages.append(
+                checks.Error(
+                    f"TASKS[{self.alias!r}]['OPTIONS']['MAX_ATTEMPTS'] must be an integer >= 1, got {value!r}.",
+                    hint="Use 1 for at-most-one attempt per task, 3 (the default) to retry.",
+                    id="cairnq.E021",
+                )
+            )
+        claimed = get_config().get("QUEUES") or []
+        if isinstance(claimed, (list, tuple)):
+            for queue in sorted(self.queues - set(claimed)):
+                messages.append(
+                    checks.Warning(
+                        f"TASKS[{self.alias!r}] lists queue {queue!r}, which CAIRNQ['QUEUES'] does not.",
+                        hint=f"Workers claim CAIRNQ['QUEUES'] unless started with --queue {queue}.",
+                        id="cairnq.W020",
+                    )
+                )
+        return messages

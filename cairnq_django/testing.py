@@ -1,0 +1,227 @@
+"""Run queued tasks inline in your own tests: ``run_until_idle()`` (docs/testing.md).
+
+The tasks run in the calling thread, on the calling thread's database
+connection, through the real handlers and the real store (claim, complete,
+fail with the protocol's rules). So it works in a plain ``TestCase`` / a
+pytest-django ``db`` test, where the test's transaction hides its rows from
+any other connection -- which is exactly why a worker process or thread
+could not see them.
+
+What differs from ``cairnq_worker``: one handler call at a time, no heartbeat
+(the lease is long instead), no ``max_run_ms``, no per-name or resource
+limits, and retryable failures are retried at once (no backoff) unless
+``backoff=True``, so a flaky task runs through its attempts in one call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from asgiref.sync import async_to_sync, sync_to_async
+
+from . import signals
+from .context import ContextHooks, TaskContext
+from .exceptions import LostLease, SerializationError, TaskError
+from .payload import encode
+from .worker._envelopes import exception_envelope, unserializable_envelope
+from .worker.backoff import retry_delay_ms
+
+if TYPE_CHECKING:
+    from .models import Task
+    from .registry import TaskDefinition
+    from .store.base import Store
+
+__all__ = ["NotIdle", "run_task", "run_until_idle"]
+
+WORKER_ID = "worker_inline"
+# Long enough for any test's handler; nothing renews it inline.
+LEASE_MS = 3_600_000
+
+
+class NotIdle(AssertionError):
+    """Tasks were still claimable when ``max_tasks`` or ``timeout`` ran out."""
+
+
+class _CallerThreadExecutor(concurrent.futures.Executor):
+    """Run an async handler's ``ctx.a*()`` writes on the caller's thread and connection.
+
+    ``async_to_sync`` runs the handler on another thread; a thread-sensitive
+    ``sync_to_async`` call is sent back to the thread blocked in
+    ``async_to_sync`` -- the test's, whose connection holds its transaction.
+    """
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> concurrent.futures.Future[Any]:
+        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        task = asyncio.get_running_loop().create_task(sync_to_async(fn, thread_sensitive=True)(*args, **kwargs))
+
+        def copy(done: asyncio.Task[Any]) -> None:
+            if done.cancelled():
+                future.cancel()
+            elif done.exception() is not None:
+                future.set_exception(done.exception())  # type: ignore[arg-type]
+            else:
+                future.set_result(done.result())
+
+        task.add_done_callback(copy)
+        return future
+
+
+class _InlineHooks(ContextHooks):
+    db_executor = _CallerThreadExecutor()
+
+
+_HOOKS = _InlineHooks()
+
+
+def _queued_queues(store: Store) -> list[str]:
+    from .models import Task as TaskModel
+
+    return sorted(
+        set(TaskModel.objects.using(store.alias).filter(status="queued").values_list("queue", flat=True))
+    )
+
+
+def _call(definition: TaskDefinition, ctxs: list[TaskContext]) -> Any:
+    func = definition.func
+    if definition.batch is not None:
+        args: tuple[Any, ...] = (ctxs,)
+    elif definition.takes_payload:
+        args = (ctxs[0], ctxs[0].payload)
+    else:
+        args = (ctxs[0],)
+    if definition.is_async:
+        return async_to_sync(func)(*args)
+    return func(*args)
+
+
+def _settle(store: Store, definition: TaskDefinition, ctxs: list[TaskContext], value: Any, raised: BaseException | None, *, backoff: bool) -> list[Task]:
+    """Settle what the handler left unsettled by how the call ended (protocol 4.7)."""
+    rows: list[Task] = []
+    left = [ctx for ctx in ctxs if not ctx.lost_lease and ctx._begin_settle()]
+    if isinstance(raised, LostLease):
+        for ctx in left:
+            ctx._end_settle(None)
+        return rows
+    for ctx in left:
+        failure: tuple[dict[str, Any], bool] | None = None
+        result_json = None
+        if raised is None:
+            result = value
+            if definition.batch is not None:
+                result = value.get(ctx.task_id) if isinstance(value, dict) else None
+            try:
+                result_json = None if result is None else encode(result, what="result")
+            except SerializationError as exc:
+                failure = (unserializable_envelope(str(exc).split(": ", 1)[-1]), False)
+        elif isinstance(raised, TaskError):
+            failure = (raised.envelope(), raised.retryable)
+        else:
+            failure = (exception_envelope(raised), True)
+        row = None
+        try:
+            if failure is None:
+                row = store.complete(ctx.task_id, WORKER_ID, result_json)
+            else:
+                envelope, retryable = failure
+                delay = retry_delay_ms(ctx.attempt, retryable=retryable) if backoff else 0
+                row = store.fail(ctx.task_id, WORKER_ID, envelope, retryable=retryable, delay_ms=delay)
+        except LostLease:
+            ctx._mark_lost()
+        finally:
+            ctx._end_settle(row.status if row is not None else None)
+        if row is not None:
+            rows.append(row)
+    return rows
+
+
+def run_task(store: Store, rows: Sequence[Task], *, backoff: bool = False) -> list[Task]:
+    """Run one handler call for claimed ``rows`` (one name) and settle them; return the settled rows."""
+    from .models import Task as TaskModel
+    from .registry import get_task
+    from .worker._envelopes import no_handler_envelope
+
+    definition = get_task(rows[0].name)
+    if definition is None:
+        return [
+            store.fail(row.id, WORKER_ID, no_handler_envelope(row.name), retryable=False) for row in rows
+        ]
+    ctxs = [TaskContext(store, row, WORKER_ID, LEASE_MS, hooks=_HOOKS) for row in rows]
+    for ctx in ctxs:
+        signals.task_started.send(
+            sender=TaskModel, task_id=ctx.task_id, name=ctx.name, queue=ctx.queue, attempt=ctx.attempt, worker_id=WORKER_ID
+        )
+    started = time.monotonic()
+    value: Any = None
+    raised: BaseException | None = None
+    try:
+        value = _call(definition, ctxs)
+    except Exception as exc:  # noqa: BLE001 - a handler's exception is its task's failure
+        raised = exc
+    settled = _settle(store, definition, ctxs, value, raised, backoff=backoff)
+    duration_ms = int((time.monotonic() - started) * 1000)
+    for ctx in ctxs:
+        if ctx.status is not None:
+            signals.task_finished.send(
+                sender=TaskModel,
+                task_id=ctx.task_id,
+                name=ctx.name,
+                queue=ctx.queue,
+                attempt=ctx.attempt,
+                worker_id=WORKER_ID,
+                status=ctx.status,
+                duration_ms=duration_ms,
+            )
+    return settled
+
+
+def run_until_idle(
+    queues: Sequence[str] | None = None,
+    *,
+    names: Sequence[str] | None = None,
+    max_tasks: int = 1000,
+    timeout: float = 60.0,
+    backoff: bool = False,
+) -> list[Task]:
+    """Run queued tasks inline until nothing is claimable; return every attempt's final row, in order.
+
+    ``queues`` None means every queue that has queued tasks (re-read after
+    each call, so children submitted to other queues run too). ``names``
+    limits the run to those task names (default: every registered handler;
+    tasks without a handler stay queued). Delayed tasks that are not due yet
+    stay queued. Raises ``NotIdle`` if tasks are still claimable after
+    ``max_tasks`` claims or ``timeout`` seconds (a task that re-enqueues itself).
+    """
+    from .registry import get_task, registered
+    from .store import get_store
+
+    store = get_store()
+    wanted = list(names) if names is not None else None
+    deadline = time.monotonic() + timeout
+    claimed = 0
+    settled: list[Task] = []
+    while True:
+        which = list(queues) if queues is not None else _queued_queues(store)
+        known = wanted if wanted is not None else list(registered())
+        if not which or not known:
+            return settled
+        if claimed >= max_tasks or time.monotonic() > deadline:
+            if store.has_claimable(which, known):
+                raise NotIdle(
+                    f"tasks still claimable after {claimed} claims in {timeout} s "
+                    f"(max_tasks={max_tasks}); does a task re-enqueue itself?"
+                )
+            return settled
+        rows = store.claim(which, WORKER_ID, lease_ms=LEASE_MS, limit=1, names=known)
+        if not rows:
+            return settled
+        definition = get_task(rows[0].name)
+        if definition is not None and definition.batch is not None and definition.batch > 1:
+            rows += store.claim(
+                which, WORKER_ID, lease_ms=LEASE_MS, limit=min(definition.batch - 1, max_tasks - claimed - 1), names=[rows[0].name]
+            )
+        claimed += len(rows)
+        settled += run_task(store, rows, backoff=backoff)
