@@ -48,6 +48,9 @@ def databases(value: dict[str, Any]) -> Iterator[None]:
             yield
 
 
+# The full check command runs model checks, which on Django 6.1 ask SQLite
+# whether it supports JSON: a database query.
+@pytest.mark.django_db
 def test_shipped_settings_pass() -> None:
     assert cairnq_messages() == []
     call_command("check")  # raises SystemCheckError on any error
@@ -99,6 +102,7 @@ def test_sqlite_without_immediate_transactions_is_e005(tmp_path: Path) -> None:
         assert ids({"DATABASE": "ok"}) == []
 
 
+@pytest.mark.django_db
 def test_system_check_command_fails_on_errors() -> None:
     with override_settings(CAIRNQ={"DATABASE": "replica"}), pytest.raises(SystemCheckError, match="cairnq.E001"):
         call_command("check")
