@@ -17,6 +17,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core import checks
+from django.core.exceptions import ImproperlyConfigured
 from django.db.utils import load_backend
 
 from .backpressure import limit_problems
@@ -81,7 +82,38 @@ def check_configuration(app_configs: Any = None, **kwargs: Any) -> list[checks.C
     messages += _check_resources(config)
     messages += _check_queue_depth(config)
     messages += _check_queues(config)
+    messages += _check_schedule()
+    messages += _check_retention(config)
     return messages
+
+
+def _check_schedule() -> list[checks.CheckMessage]:
+    from .periodic import schedule_errors
+
+    return [
+        checks.Error(
+            message,
+            hint='Write each entry as "task.name": "<minute> <hour> <day> <month> <weekday>"; see docs/periodic.md.',
+            id="cairnq.E013",
+        )
+        for message in schedule_errors()
+    ]
+
+
+def _check_retention(config: Mapping[str, Any]) -> list[checks.CheckMessage]:
+    from .retention import parse_rules
+
+    try:
+        parse_rules(config["RETENTION"])
+    except ImproperlyConfigured as exc:
+        return [
+            checks.Error(
+                str(exc),
+                hint="Use None, a cutoff in ms for every terminal status, or {status: cutoff_ms}; see docs/admin.md.",
+                id="cairnq.E014",
+            )
+        ]
+    return []
 
 
 def _check_unknown_keys(user: Mapping[str, Any]) -> list[checks.CheckMessage]:

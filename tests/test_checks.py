@@ -25,7 +25,7 @@ DOCS = Path(__file__).resolve().parent.parent / "docs" / "checks.md"
 
 # The ids this module's checks own; cairnq.E010 (undeclared resource) belongs to
 # the worker's checks and may legitimately fire when RESOURCES is overridden.
-OWN_IDS = {f"cairnq.E{n:03d}" for n in (1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 12)}
+OWN_IDS = {f"cairnq.E{n:03d}" for n in (1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 12, 13, 14)}
 
 
 def cairnq_messages() -> list[checks.CheckMessage]:
@@ -191,3 +191,17 @@ def test_non_dict_cairnq_is_e012() -> None:
     # cannot overlay a list on the defaults; this check must say why first.
     with override_settings(CAIRNQ=["LEASE_MS", 1]):
         assert [m.id for m in check_configuration()] == ["cairnq.E012"]
+
+
+@pytest.mark.parametrize(
+    "config, expected",
+    [
+        ({"SCHEDULE": {"demo.noop": "61 * * * *"}}, ["cairnq.E013"]),
+        ({"SCHEDULE": {"demo.noop": "*/5 * * * *"}}, []),
+        ({"RETENTION": {"queued": 1000}}, ["cairnq.E014"]),
+        ({"RETENTION": -5}, ["cairnq.E014"]),
+        ({"RETENTION": {"failed": 86_400_000}}, []),
+    ],
+)
+def test_schedule_and_retention_are_checked(config: dict[str, Any], expected: list[str]) -> None:
+    assert ids(config) == expected
