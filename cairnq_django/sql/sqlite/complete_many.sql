@@ -5,6 +5,8 @@
 -- Each row keeps its own result, its own ownership check and cancel-wins; ids
 -- missing from the answer lost their lease. Columns are qualified because the
 -- FROM relation also has id and result.
+-- The unary + on status keeps the planner off the status index: drive the
+-- update from the listed ids through the primary key, not every running row.
 UPDATE cairnq_tasks
 SET status = CASE WHEN cairnq_tasks.cancel_requested_at_ms IS NOT NULL
                   THEN 'canceled' ELSE 'succeeded' END,
@@ -20,7 +22,7 @@ FROM (
     FROM json_each(%(items)s)
 ) AS r
 WHERE cairnq_tasks.id = r.id
-  AND cairnq_tasks.status = 'running'
+  AND +cairnq_tasks.status = 'running'
   AND cairnq_tasks.worker_id = %(worker_id)s
   AND cairnq_tasks.lease_until_ms > %(now)s
 RETURNING id, status

@@ -4,6 +4,8 @@
 --         "delay_ms"}), worker_id, now (process ms)
 -- Ids missing from the answer lost their lease. Columns are qualified because
 -- the FROM relation also has id and error.
+-- The unary + on status keeps the planner off the status index: drive the
+-- update from the listed ids through the primary key, not every running row.
 UPDATE cairnq_tasks
 SET status = CASE
         WHEN cairnq_tasks.cancel_requested_at_ms IS NOT NULL THEN 'canceled'
@@ -36,7 +38,7 @@ FROM (
     FROM json_each(%(items)s)
 ) AS f
 WHERE cairnq_tasks.id = f.id
-  AND cairnq_tasks.status = 'running'
+  AND +cairnq_tasks.status = 'running'
   AND cairnq_tasks.worker_id = %(worker_id)s
   AND cairnq_tasks.lease_until_ms > %(now)s
 RETURNING id, status

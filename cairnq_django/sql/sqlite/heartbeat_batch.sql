@@ -2,11 +2,13 @@
 -- params: ids (JSON array text), worker_id, lease_ms, now (process ms)
 -- Ids missing from the answer were not renewed: the caller reads lease loss
 -- from absence. Rows not listed are never touched.
+-- The unary + on status keeps the planner off the status index: drive the
+-- update from the listed ids through the primary key, not every running row.
 UPDATE cairnq_tasks
 SET lease_until_ms = %(now)s + %(lease_ms)s,
     updated_at_ms = %(now)s
 WHERE id IN (SELECT value FROM json_each(%(ids)s))
-  AND status = 'running'
+  AND +status = 'running'
   AND worker_id = %(worker_id)s
   AND lease_until_ms > %(now)s
 RETURNING id, cancel_requested_at_ms

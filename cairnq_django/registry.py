@@ -1,0 +1,308 @@
+"""Declare task handlers with ``@task`` and keep the process-wide registry of them.
+
+The default task name is ``"<module>.<qualname>"`` of the decorated function,
+e.g. ``"billing.tasks.send_invoice"``. Give a name explicitly
+(``@task("invoice.send")``) when other SDKs submit the task or when the
+function may move: the name is what is stored in every row.
+
+Options are validated at decoration, so a mistake fails at import with a
+message naming the option. Whether a ``resource`` is declared is only known
+once settings are read; the system check ``cairnq.E010`` and the worker's
+start-up report an undeclared one.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import threading
+from collections.abc import Callable
+from typing import Any, overload
+
+from django.core.exceptions import ImproperlyConfigured
+
+__all__ = [
+    "TaskDefinition",
+    "TaskDefinitionError",
+    "get_task",
+    "registered",
+    "task",
+    "unregister",
+]
+
+
+class TaskDefinitionError(ImproperlyConfigured, ValueError):
+    """A ``@task`` option has a value the worker could not honour."""
+
+
+_lock = threading.Lock()
+_registry: dict[str, TaskDefinition] = {}
+
+
+def _positive_int(option: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise TaskDefinitionError(
+            f"@task option {option!r} must be an integer >= 1, got {value!r}"
+        )
+    return value
+
+
+def _text(option: str, value: Any) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise TaskDefinitionError(
+            f"@task option {option!r} must be a non-empty string, got {value!r}"
+        )
+    return value
+
+
+def _positional_count(func: Callable[..., Any]) -> int:
+    """Count the positional parameters, so ``(ctx)`` handlers are called without payload."""
+    try:
+        params = inspect.signature(func).parameters.values()
+    except (TypeError, ValueError):
+        return 2
+    count = 0
+    for param in params:
+        if param.kind is param.VAR_POSITIONAL:
+            return 2
+        if param.kind in (param.POSITIONAL_ONLY, param.POSITIONAL_OR_KEYWORD):
+            count += 1
+    return count
+
+
+class TaskDefinition:
+    """A registered handler: still callable as the plain function, plus ``submit``/``call``."""
+
+    def __init__(
+        self,
+        func: Callable[..., Any],
+        *,
+        name: str,
+        queue: str | None,
+        batch: int | None,
+        concurrency: int | None,
+        resource: str | None,
+        max_attempts: int | None,
+        priority: int | None,
+    ) -> None:
+        self.func = func
+        self.name = name
+        self.queue = queue
+        self.batch = batch
+        self.concurrency = concurrency
+        self.resource = resource
+        self.max_attempts = max_attempts
+        self.priority = priority
+        self.is_async = inspect.iscoroutinefunction(func)
+        # Batch handlers receive one list; single-task ones (ctx, payload) or (ctx).
+        self.takes_payload = batch is None and _positional_count(func) >= 2
+        functools.update_wrapper(self, func)
+
+    def __repr__(self) -> str:
+        extras = "".join(
+            f" {key}={value!r}"
+            for key, value in (
+                ("queue", self.queue),
+                ("batch", self.batch),
+                ("concurrency", self.concurrency),
+                ("resource", self.resource),
+            )
+            if value is not None
+        )
+        return f"<TaskDefinition {self.name}{extras}>"
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.func(*args, **kwargs)
+
+    @property
+    def own_source(self) -> bool:
+        """True if this name draws its own claim quota (protocol 4.3)."""
+        return (
+            self.batch is not None
+            or self.concurrency is not None
+            or self.resource is not None
+        )
+
+    def _options(self, options: dict[str, Any]) -> dict[str, Any]:
+        for key, value in (
+            ("queue", self.queue),
+            ("max_attempts", self.max_attempts),
+            ("priority", self.priority),
+        ):
+            if value is not None:
+                options.setdefault(key, value)
+        return options
+
+    def submit(self, payload: Any = None, **options: Any) -> Any:
+        """Submit a task for this handler; the decorator's queue/priority/max_attempts are defaults."""
+        from . import api
+
+        return api.submit(self.name, payload, **self._options(options))
+
+    def call(
+        self, payload: Any = None, *, timeout: float | None = None, **options: Any
+    ) -> Any:
+        """Submit and wait; return the result or raise ``TaskFailed``/``TaskCanceled``/``TaskTimeout``."""
+        from . import api
+
+        if timeout is not None:
+            options["timeout"] = timeout
+        return api.call(self.name, payload, **self._options(options))
+
+    async def asubmit(self, payload: Any = None, **options: Any) -> Any:
+        from asgiref.sync import sync_to_async
+
+        return await sync_to_async(self.submit, thread_sensitive=True)(
+            payload, **options
+        )
+
+    async def acall(
+        self, payload: Any = None, *, timeout: float | None = None, **options: Any
+    ) -> Any:
+        from asgiref.sync import sync_to_async
+
+        return await sync_to_async(self.call, thread_sensitive=False)(
+            payload, timeout=timeout, **options
+        )
+
+
+def _define(
+    func: Callable[..., Any], name: str | None, **options: Any
+) -> TaskDefinition:
+    if isinstance(func, TaskDefinition):
+        func = func.func
+    if not callable(func):
+        raise TaskDefinitionError(f"@task must decorate a function, got {func!r}")
+    if name is None:
+        name = f"{func.__module__}.{func.__qualname__}"
+    _text("name", name)
+    queue = options["queue"]
+    if queue is not None:
+        _text("queue", queue)
+    resource = options["resource"]
+    if resource is not None:
+        _text("resource", resource)
+    batch = options["batch"]
+    if batch is not None:
+        _positive_int("batch", batch)
+    concurrency = options["concurrency"]
+    if concurrency is not None:
+        _positive_int("concurrency", concurrency)
+    max_attempts = options["max_attempts"]
+    if max_attempts is not None:
+        _positive_int("max_attempts", max_attempts)
+    priority = options["priority"]
+    if priority is not None and (
+        isinstance(priority, bool) or not isinstance(priority, int)
+    ):
+        raise TaskDefinitionError(
+            f"@task option 'priority' must be an integer, got {priority!r}"
+        )
+    definition = TaskDefinition(
+        func,
+        name=name,
+        queue=queue,
+        batch=batch,
+        concurrency=concurrency,
+        resource=resource,
+        max_attempts=max_attempts,
+        priority=priority,
+    )
+    with _lock:
+        existing = _registry.get(name)
+        if existing is not None and not _same_function(existing.func, func):
+            raise TaskDefinitionError(
+                f"task name {name!r} is already registered by "
+                f"{existing.func.__module__}.{existing.func.__qualname__}"
+            )
+        _registry[name] = definition
+    return definition
+
+
+def _same_function(a: Callable[..., Any], b: Callable[..., Any]) -> bool:
+    # A module imported twice (e.g. as __main__ and by name, or re-imported by
+    # autoreload) defines a new function object for the same handler.
+    return a is b or (
+        getattr(a, "__module__", None) == getattr(b, "__module__", None)
+        and getattr(a, "__qualname__", None) == getattr(b, "__qualname__", None)
+    )
+
+
+@overload
+def task(func: Callable[..., Any], /) -> TaskDefinition: ...
+
+
+@overload
+def task(
+    name: str | None = None,
+    /,
+    *,
+    queue: str | None = None,
+    batch: int | None = None,
+    concurrency: int | None = None,
+    resource: str | None = None,
+    max_attempts: int | None = None,
+    priority: int | None = None,
+) -> Callable[[Callable[..., Any]], TaskDefinition]: ...
+
+
+def task(
+    name_or_func: Any = None,
+    /,
+    *,
+    name: str | None = None,
+    queue: str | None = None,
+    batch: int | None = None,
+    concurrency: int | None = None,
+    resource: str | None = None,
+    max_attempts: int | None = None,
+    priority: int | None = None,
+) -> Any:
+    """Register a handler: ``@task``, ``@task("name")`` or ``@task(batch=..., resource=...)``.
+
+    ``queue``, ``max_attempts`` and ``priority`` are submit defaults for
+    ``.submit()``/``.call()``; ``batch``, ``concurrency`` and ``resource``
+    shape how a worker claims and calls it.
+    """
+    options = {
+        "queue": queue,
+        "batch": batch,
+        "concurrency": concurrency,
+        "resource": resource,
+        "max_attempts": max_attempts,
+        "priority": priority,
+    }
+    if callable(name_or_func) and not isinstance(name_or_func, str):
+        return _define(name_or_func, name, **options)
+    if name_or_func is not None:
+        if name is not None:
+            raise TaskDefinitionError(
+                "@task got the name both positionally and as name="
+            )
+        name = _text("name", name_or_func)
+
+    def decorate(func: Callable[..., Any]) -> TaskDefinition:
+        return _define(func, name, **options)
+
+    return decorate
+
+
+def get_task(name: str) -> TaskDefinition | None:
+    """Return the registered handler for ``name``, or None."""
+    return _registry.get(name)
+
+
+def registered() -> dict[str, TaskDefinition]:
+    """Return a snapshot of every registered handler, in registration order."""
+    with _lock:
+        return dict(_registry)
+
+
+def unregister(name: str) -> TaskDefinition | None:
+    """Remove a handler (tests; a worker already running fails its claimed rows with ``no_handler``)."""
+    with _lock:
+        return _registry.pop(name, None)
+
+
+# The resource check needs the registry, so it is registered alongside it.
+from .worker import checks as _checks  # noqa: F401

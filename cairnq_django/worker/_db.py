@@ -1,0 +1,98 @@
+"""Per-thread database connection care for the worker's threads.
+
+Each worker thread (claim loop, heartbeat, settler, handler threads) uses its
+own Django connection. On PostgreSQL each is tagged with an
+``application_name`` (``cairnq_worker:<worker_id>`` and a suffix per role) so
+operators and fault tests can find them in ``pg_stat_activity``.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+
+from django.db import close_old_connections, connections
+
+logger = logging.getLogger("cairnq_django.worker")
+
+
+def tag_thread(alias: str, application_name: str) -> None:
+    """Make this thread's next PostgreSQL connection carry ``application_name``.
+
+    The settings dict is shared by every thread's connection wrapper, so the
+    wrapper of this thread gets its own copy with the name added.
+    """
+    wrapper = connections[alias]
+    if wrapper.vendor != "postgresql":
+        return
+    options = dict(wrapper.settings_dict.get("OPTIONS") or {})
+    options["application_name"] = application_name[:63]
+    settings_dict = dict(wrapper.settings_dict)
+    settings_dict["OPTIONS"] = options
+    wrapper.settings_dict = settings_dict
+
+
+def drop_if_broken(alias: str) -> None:
+    """Close this thread's connection if an error left it unusable.
+
+    The long-lived worker threads keep their connection across iterations
+    (reconnecting per poll would cap throughput); a connection that saw an
+    error is checked and replaced, as ``close_old_connections`` does.
+    """
+    wrapper = connections[alias]
+    if wrapper.connection is None:
+        return
+    if wrapper.errors_occurred or wrapper.needs_rollback:
+        if wrapper.in_atomic_block:
+            return
+        try:
+            usable = wrapper.is_usable()
+        except Exception:  # noqa: BLE001
+            usable = False
+        if usable:
+            wrapper.errors_occurred = False
+        else:
+            close_quietly(alias)
+
+
+def close_quietly(alias: str) -> None:
+    """Close this thread's connection, ignoring errors from an already-dead socket."""
+    try:
+        connections[alias].close()
+    except Exception:  # noqa: BLE001
+        # The wrapper may refuse to close mid-transaction or on a dead socket;
+        # forget the raw connection so the next query reconnects.
+        wrapper = connections[alias]
+        wrapper.connection = None
+        wrapper.in_atomic_block = False
+        wrapper.needs_rollback = False
+
+
+def handler_thread_reset() -> None:
+    """Apply Django's request-style connection policy around a handler call."""
+    close_old_connections()
+
+
+class Backoff:
+    """Capped, jittered delay for retrying a database that went away."""
+
+    def __init__(self, first: float = 0.25, cap: float = 5.0) -> None:
+        self.first = first
+        self.cap = cap
+        self.failures = 0
+        self.since: float | None = None
+
+    def next_delay(self) -> float:
+        self.failures += 1
+        if self.since is None:
+            self.since = time.monotonic()
+        window = min(self.cap, self.first * (2 ** (self.failures - 1)))
+        return window / 2 + random.random() * window / 2
+
+    def reset(self) -> bool:
+        """Forget past failures; return True if there were any (an outage ended)."""
+        had = self.failures > 0
+        self.failures = 0
+        self.since = None
+        return had

@@ -1,0 +1,410 @@
+"""Run handler calls: a thread pool for sync handlers, an event loop thread for async ones.
+
+The claim loop and the heartbeat never run handler code. No transaction is
+open while a handler runs (the worker's writes are on other threads'
+connections). Each handler thread applies Django's request-style connection
+policy (``close_old_connections``) before and after every call and closes its
+connection when it exits.
+
+``max_run_ms`` bounds a whole call: at the deadline every context of the call
+is flagged lease-lost (the abandoned handler can no longer write), async
+handlers are cancelled, a sync handler's thread is abandoned and replaced, and
+every unsettled task fails retryably with the ``handler_timeout`` envelope.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
+
+from ..exceptions import LostLease, SerializationError, TaskError
+from ..payload import encode
+from ..store.base import Failure
+from . import _db
+from ._envelopes import exception_envelope, timeout_envelope, unserializable_envelope
+from .backoff import retry_delay_ms
+from .settler import Settlement
+
+if TYPE_CHECKING:
+    from ..context import TaskContext
+    from ..registry import TaskDefinition
+    from .limits import Source
+
+logger = logging.getLogger("cairnq_django.worker")
+
+RUNNING, RETURNED, ABANDONED = "running", "returned", "abandoned"
+
+
+class Call:
+    """One handler call: one task, or one batch of tasks of one name."""
+
+    __slots__ = (
+        "ctxs",
+        "deadline",
+        "definition",
+        "ended",
+        "future",
+        "nbytes",
+        "source",
+        "started",
+        "state",
+    )
+
+    def __init__(
+        self,
+        definition: TaskDefinition | None,
+        source: Source,
+        ctxs: list[TaskContext],
+        nbytes: int,
+    ) -> None:
+        self.definition = definition
+        self.source = source
+        self.ctxs = ctxs
+        self.nbytes = nbytes
+        self.started = 0.0
+        self.ended = 0.0
+        self.deadline: float | None = None
+        self.state = RUNNING
+        self.future: Future[Any] | None = None
+
+    @property
+    def name(self) -> str:
+        return self.ctxs[0].name
+
+    @property
+    def duration_ms(self) -> int:
+        end = self.ended or time.monotonic()
+        return int((end - self.started) * 1000)
+
+
+class _DbThreadPool(ThreadPoolExecutor):
+    """Threads for the async twins' database writes, each with a tagged connection."""
+
+    def __init__(self, alias: str, application_name: str, max_workers: int) -> None:
+        super().__init__(
+            max_workers=max_workers,
+            thread_name_prefix=f"{application_name}:h",
+            initializer=_db.tag_thread,
+            initargs=(alias, f"{application_name}:h"),
+        )
+        self.alias = alias
+
+    def submit(
+        self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any
+    ) -> Future[Any]:
+        alias = self.alias
+
+        def run() -> Any:
+            _db.drop_if_broken(alias)
+            return fn(*args, **kwargs)
+
+        return super().submit(run)
+
+
+class Executor:
+    """Start handler calls and turn their outcomes into settlements."""
+
+    def __init__(
+        self,
+        *,
+        concurrency: int,
+        alias: str,
+        application_name: str,
+        max_run_ms: int | None,
+        retry_backoff_ms: int,
+        retry_backoff_max_ms: int,
+        settle: Callable[[list[Settlement]], None],
+        on_end: Callable[[Call], None],
+    ) -> None:
+        self.concurrency = concurrency
+        self.alias = alias
+        self.application_name = application_name
+        self.max_run_ms = max_run_ms
+        self.retry_backoff_ms = retry_backoff_ms
+        self.retry_backoff_max_ms = retry_backoff_max_ms
+        self.settle = settle
+        self.on_end = on_end
+        self._lock = threading.Lock()
+        self._work: queue.SimpleQueue[Call | None] = queue.SimpleQueue()
+        self._threads: list[threading.Thread] = []
+        self._counter = itertools.count(1)
+        self.abandoned = 0
+        # Abandoned sync handler threads still running; past ``zombie_cap`` the
+        # process asks to be restarted (``on_fatal``), since Python cannot
+        # stop them and each may hold memory, file handles or a connection.
+        self.zombies = 0
+        self.zombie_cap = max(8, 2 * concurrency)
+        self.on_fatal: Callable[[str], None] = lambda reason: None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread: threading.Thread | None = None
+        self.db_executor: _DbThreadPool | None = None
+        self._deadlines: list[tuple[float, int, Call]] = []
+        self._deadline_cond = threading.Condition(threading.Lock())
+        self._deadline_thread: threading.Thread | None = None
+        self._stopping = False
+
+    # ---- lifecycle -------------------------------------------------------------
+    def start(self, *, needs_async: bool) -> None:
+        for _ in range(self.concurrency):
+            self._spawn()
+        if needs_async:
+            self.db_executor = _DbThreadPool(
+                self.alias, self.application_name, self.concurrency + 1
+            )
+            self._loop = asyncio.new_event_loop()
+            self._loop_thread = threading.Thread(
+                target=self._loop.run_forever,
+                name=f"{self.application_name}:async",
+                daemon=True,
+            )
+            self._loop_thread.start()
+        if self.max_run_ms is not None:
+            self._deadline_thread = threading.Thread(
+                target=self._watch_deadlines,
+                name=f"{self.application_name}:deadlines",
+                daemon=True,
+            )
+            self._deadline_thread.start()
+
+    def stop(self) -> None:
+        """Let idle handler threads exit; busy ones are daemons and die with the process."""
+        self._stopping = True
+        for _ in self._threads:
+            self._work.put(None)
+        with self._deadline_cond:
+            self._deadline_cond.notify_all()
+        if self._loop is not None:
+            loop = self._loop
+            for pending in asyncio.all_tasks(loop):
+                loop.call_soon_threadsafe(pending.cancel)
+            loop.call_soon_threadsafe(loop.stop)
+            if self._loop_thread is not None:
+                self._loop_thread.join(timeout=2.0)
+            if not loop.is_running():
+                loop.close()
+        if self.db_executor is not None:
+            self.db_executor.shutdown(wait=False, cancel_futures=True)
+
+    def _spawn(self) -> None:
+        thread = threading.Thread(
+            target=self._thread_main,
+            name=f"{self.application_name}:h{next(self._counter)}",
+            daemon=True,
+        )
+        self._threads.append(thread)
+        thread.start()
+
+    # ---- starting calls ------------------------------------------------------------
+    def submit(self, call: Call) -> None:
+        call.started = time.monotonic()
+        if self.max_run_ms is not None:
+            call.deadline = call.started + self.max_run_ms / 1000
+            with self._deadline_cond:
+                heapq.heappush(self._deadlines, (call.deadline, id(call), call))
+                self._deadline_cond.notify()
+        if call.definition is not None and call.definition.is_async:
+            assert self._loop is not None
+            call.future = asyncio.run_coroutine_threadsafe(
+                self._run_async(call), self._loop
+            )
+        else:
+            self._work.put(call)
+
+    def _thread_main(self) -> None:
+        _db.tag_thread(self.alias, f"{self.application_name}:h")
+        try:
+            while True:
+                call = self._work.get()
+                if call is None:
+                    return
+                self._run_sync(call)
+                if call.state == ABANDONED:
+                    # A replacement thread took this one's place when the call
+                    # was abandoned; the zombie just ends.
+                    with self._lock:
+                        self.zombies -= 1
+                    return
+        finally:
+            _db.close_quietly(self.alias)
+
+    def _run_sync(self, call: Call) -> None:
+        definition = call.definition
+        assert definition is not None
+        _db.handler_thread_reset()
+        try:
+            if definition.batch is not None:
+                value = definition.func(call.ctxs)
+            elif definition.takes_payload:
+                value = definition.func(call.ctxs[0], call.ctxs[0].payload)
+            else:
+                value = definition.func(call.ctxs[0])
+            raised: BaseException | None = None
+        except BaseException as exc:  # noqa: BLE001 - SystemExit from a handler thread is that task's failure
+            value, raised = None, exc
+        finally:
+            _db.handler_thread_reset()
+        self._finish(call, value, raised)
+
+    async def _run_async(self, call: Call) -> None:
+        definition = call.definition
+        assert definition is not None
+        try:
+            if definition.batch is not None:
+                value = await definition.func(call.ctxs)
+            elif definition.takes_payload:
+                value = await definition.func(call.ctxs[0], call.ctxs[0].payload)
+            else:
+                value = await definition.func(call.ctxs[0])
+            raised: BaseException | None = None
+        except asyncio.CancelledError as exc:
+            if call.state != RUNNING:
+                return  # abandoned at its deadline: the timeout already decided
+            value, raised = None, exc
+        except BaseException as exc:  # noqa: BLE001
+            value, raised = None, exc
+        self._finish(call, value, raised)
+
+    # ---- outcomes ---------------------------------------------------------------------
+    def _finish(self, call: Call, value: Any, raised: BaseException | None) -> None:
+        with self._lock:
+            if call.state != RUNNING:
+                return  # abandoned: its outcome was decided to be handler_timeout
+            call.state = RETURNED
+        call.ended = time.monotonic()
+        self.on_end(call)
+        self.settle(self.leftovers(call, value, raised))
+
+    def leftovers(
+        self, call: Call, value: Any, raised: BaseException | None
+    ) -> list[Settlement]:
+        """Settle what the handler did not settle itself, by how the call ended (protocol 4.7)."""
+        left = [ctx for ctx in call.ctxs if not ctx._lost and ctx._begin_settle()]
+        if not left:
+            return []
+        if raised is None:
+            batched = call.definition is not None and call.definition.batch is not None
+            results: Mapping[str, Any] | None = None
+            if batched:
+                results = value if isinstance(value, Mapping) else {}
+            items = []
+            for ctx in left:
+                result = results.get(ctx.task_id) if results is not None else value
+                try:
+                    result_json = (
+                        None if result is None else encode(result, what="result")
+                    )
+                except SerializationError as exc:
+                    logger.warning(
+                        "task=%s name=%s returned an unserializable result: %s",
+                        ctx.task_id,
+                        ctx.name,
+                        exc,
+                    )
+                    items.append(
+                        self._failure(
+                            call,
+                            ctx,
+                            unserializable_envelope(str(exc).split(": ", 1)[-1]),
+                            False,
+                        )
+                    )
+                    continue
+                items.append(Settlement(ctx, call, result_json=result_json))
+            return items
+        if isinstance(raised, LostLease):
+            # A write already learned the lease is gone: leave the rest to lease expiry.
+            for ctx in left:
+                ctx._end_settle(None)
+            return []
+        if isinstance(raised, TaskError):
+            envelope, retryable = raised.envelope(), raised.retryable
+        else:
+            envelope, retryable = exception_envelope(raised), True
+        logger.warning(
+            "handler raised: name=%s tasks=%s attempt=%s duration_ms=%s",
+            call.name,
+            ",".join(ctx.task_id for ctx in left[:4])
+            + ("..." if len(left) > 4 else ""),
+            left[0].attempt,
+            call.duration_ms,
+            # A TaskError is a decided outcome, not a crash: no traceback.
+            exc_info=None if isinstance(raised, TaskError) else raised,
+        )
+        return [self._failure(call, ctx, envelope, retryable) for ctx in left]
+
+    def _failure(
+        self, call: Call, ctx: TaskContext, envelope: dict[str, Any], retryable: bool
+    ) -> Settlement:
+        delay = retry_delay_ms(
+            ctx.attempt,
+            base_ms=self.retry_backoff_ms,
+            max_ms=self.retry_backoff_max_ms,
+            retryable=retryable,
+        )
+        return Settlement(
+            ctx,
+            call,
+            failure=Failure(ctx.task_id, envelope, retryable=retryable, delay_ms=delay),
+        )
+
+    # ---- max_run_ms ----------------------------------------------------------------------
+    def _watch_deadlines(self) -> None:
+        while True:
+            with self._deadline_cond:
+                while not self._stopping:
+                    if self._deadlines:
+                        wait = self._deadlines[0][0] - time.monotonic()
+                        if wait <= 0:
+                            break
+                        self._deadline_cond.wait(wait)
+                    else:
+                        self._deadline_cond.wait()
+                if self._stopping:
+                    return
+                _, _, call = heapq.heappop(self._deadlines)
+            if call.state == RUNNING:
+                self.abandon(call)
+
+    def abandon(self, call: Call) -> None:
+        """Give up on a call that outran ``max_run_ms`` and fail its tasks retryably."""
+        with self._lock:
+            if call.state != RUNNING:
+                return
+            call.state = ABANDONED
+        call.ended = time.monotonic()
+        left = [ctx for ctx in call.ctxs if not ctx._lost and ctx._begin_settle()]
+        # Flag every context first: from now on the zombie can neither write nor settle.
+        for ctx in call.ctxs:
+            ctx._mark_lost()
+        zombies = 0
+        if call.future is not None:
+            call.future.cancel()
+        else:
+            with self._lock:
+                self.zombies += 1
+                zombies = self.zombies
+            self._spawn()
+        self.abandoned += 1
+        if zombies > self.zombie_cap:
+            self.on_fatal(
+                f"{zombies} abandoned handler threads are still running (cap {self.zombie_cap})"
+            )
+        logger.warning(
+            "handler timed out: name=%s tasks=%d attempt=%s max_run_ms=%s (abandoned calls so far: %d)",
+            call.name,
+            len(call.ctxs),
+            call.ctxs[0].attempt,
+            self.max_run_ms,
+            self.abandoned,
+        )
+        self.on_end(call)
+        envelope = timeout_envelope(call.name, self.max_run_ms or 0)
+        self.settle([self._failure(call, ctx, envelope, True) for ctx in left])

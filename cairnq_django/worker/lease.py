@@ -1,0 +1,134 @@
+"""Keep the leases of every task in flight alive: ONE heartbeat statement per beat.
+
+Every ``max(50, lease_ms // 3)`` ms (or ``HEARTBEAT_INTERVAL_MS``) the thread
+renews all tasks this worker holds, not settled and not lost, with a single
+``heartbeat_batch``. A task present in the answer records its cancel flag on
+its context (so ``ctx.cancel_requested`` needs no query); a task absent from
+it lost its lease unless it is being settled right now, and only that context
+is flagged. A failed beat is logged and the next one still runs.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from django.db import Error as DatabaseError
+
+from . import _db
+
+if TYPE_CHECKING:
+    from ..context import TaskContext
+    from ..store.base import Store
+
+logger = logging.getLogger("cairnq_django.worker")
+
+
+def beat_interval_ms(lease_ms: int, override: int | None = None) -> int:
+    """Return the heartbeat interval: a third of the lease (two beats of slack)."""
+    if override is not None:
+        return max(1, int(override))
+    return max(50, lease_ms // 3)
+
+
+class Heartbeat:
+    """The heartbeat thread."""
+
+    def __init__(
+        self,
+        store: Store,
+        worker_id: str,
+        *,
+        lease_ms: int,
+        interval_ms: int,
+        live: Callable[[], list[TaskContext]],
+        on_lost: Callable[[TaskContext], None],
+        application_name: str,
+        write_lock: Any = None,
+    ) -> None:
+        self.store = store
+        self.worker_id = worker_id
+        self.lease_ms = lease_ms
+        self.interval = interval_ms / 1000
+        self.live = live
+        self.on_lost = on_lost
+        self.application_name = application_name
+        self.write_lock = write_lock
+        self._stop = threading.Event()
+        self._thread = threading.Thread(
+            target=self._run, name=f"{application_name}:beat", daemon=True
+        )
+        self.beats = 0
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=2.0)
+
+    def _run(self) -> None:
+        _db.tag_thread(self.store.alias, self.application_name)
+        failing = False
+        try:
+            while not self._stop.wait(self.interval):
+                contexts = [
+                    ctx for ctx in self.live() if not ctx._settled and not ctx._lost
+                ]
+                if not contexts:
+                    continue
+                _db.drop_if_broken(self.store.alias)
+                try:
+                    renewed = self._beat([ctx.task_id for ctx in contexts])
+                except DatabaseError as exc:
+                    if not failing:
+                        logger.error(
+                            "heartbeat failed for %d task(s), retrying: %s",
+                            len(contexts),
+                            exc,
+                        )
+                    failing = True
+                    _db.close_quietly(self.store.alias)
+                    continue
+                if failing:
+                    logger.info("heartbeat recovered")
+                    failing = False
+                self.beats += 1
+                for ctx in contexts:
+                    if ctx.task_id in renewed:
+                        cancel_at = renewed[ctx.task_id]
+                        if cancel_at is not None and not ctx._cancel_seen:
+                            logger.info(
+                                "cancel requested: task=%s name=%s attempt=%s",
+                                ctx.task_id,
+                                ctx.name,
+                                ctx.attempt,
+                            )
+                        ctx._observe_cancel(cancel_at)
+                    elif not ctx._busy:
+                        # Settled (or being settled) while the beat was in flight
+                        # is not a loss; anything else is.
+                        self.on_lost(ctx)
+        finally:
+            _db.close_quietly(self.store.alias)
+
+    def _beat(self, task_ids: list[str]) -> dict[str, int | None]:
+        started = time.monotonic()
+        if self.write_lock is None:
+            renewed = self.store.heartbeat_batch(
+                task_ids, self.worker_id, self.lease_ms
+            )
+        else:
+            with self.write_lock:
+                renewed = self.store.heartbeat_batch(
+                    task_ids, self.worker_id, self.lease_ms
+                )
+        took = time.monotonic() - started
+        if took > self.interval:
+            logger.warning(
+                "heartbeat of %d task(s) took %.0f ms", len(task_ids), took * 1000
+            )
+        return renewed

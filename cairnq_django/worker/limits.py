@@ -1,0 +1,146 @@
+"""Account for the worker's budgets: calls, per-name slots, resource units, payload bytes.
+
+Only the claim loop acquires (right after a claim whose quotas were computed
+from these same counters under the claim transaction); any thread releases.
+Releases only ever lower the counts, so a quota computed before a release is
+still safe after it: no call ever waits for a slot while holding a lease.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Source:
+    """A set of names drawn by one claim draw, with one batch size (protocol 4.3)."""
+
+    names: tuple[str, ...]
+    batch: int = 1
+    # Per-name concurrency; only a single-name source carries one.
+    concurrency: int | None = None
+    resource: str | None = None
+
+    @property
+    def key(self) -> str | None:
+        return self.names[0] if self.concurrency is not None else None
+
+
+@dataclass
+class Budgets:
+    """Counters of what is in flight, with a condition that wakes the claim loop."""
+
+    concurrency: int
+    resources: dict[str, int] = field(default_factory=dict)
+    claim_batch: int | None = None
+    max_in_flight_bytes: int | None = None
+    calls: int = 0
+    bytes: int = 0
+    by_name: dict[str, int] = field(default_factory=dict)
+    by_resource: dict[str, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.changed = threading.Condition(threading.Lock())
+        # Bumped by every release: the idle wait ends early when a slot frees.
+        self.releases = 0
+
+    # ---- reading (claim loop) -------------------------------------------
+    def free(self) -> int:
+        return self.concurrency - self.calls
+
+    def must_wait(self) -> bool:
+        """True when something runs and either no call slot is free or the byte budget is spent.
+
+        With nothing running the worker claims regardless, so a payload larger
+        than the whole byte budget still runs (alone) instead of blocking forever.
+        """
+        if self.calls == 0:
+            return False
+        if self.calls >= self.concurrency:
+            return True
+        return (
+            self.max_in_flight_bytes is not None
+            and self.bytes >= self.max_in_flight_bytes
+        )
+
+    def source_ceiling(self, source: Source, taken: dict[str, int]) -> int | None:
+        """Return the source's own call ceiling this poll, or None if only ``free`` applies.
+
+        ``taken`` holds resource units earlier draws of the same poll already
+        took: the counters only move when calls start, after the plan returns.
+        """
+        limits: list[int] = []
+        if self.claim_batch is not None:
+            limits.append(max(1, self.claim_batch // source.batch))
+        if source.concurrency is not None:
+            limits.append(
+                max(0, source.concurrency - self.by_name.get(source.names[0], 0))
+            )
+        if source.resource is not None:
+            capacity = self.resources.get(source.resource, 0)
+            used = self.by_resource.get(source.resource, 0) + taken.get(
+                source.resource, 0
+            )
+            limits.append(max(0, capacity - used))
+        return min(limits) if limits else None
+
+    # ---- acquiring and releasing ---------------------------------------------
+    def acquire(self, source: Source, nbytes: int) -> None:
+        with self.changed:
+            self.calls += 1
+            self.bytes += nbytes
+            if source.concurrency is not None:
+                name = source.names[0]
+                self.by_name[name] = self.by_name.get(name, 0) + 1
+            if source.resource is not None:
+                self.by_resource[source.resource] = (
+                    self.by_resource.get(source.resource, 0) + 1
+                )
+
+    def release(self, source: Source, nbytes: int) -> None:
+        with self.changed:
+            self.calls -= 1
+            self.bytes -= nbytes
+            if source.concurrency is not None:
+                _drop(self.by_name, source.names[0])
+            if source.resource is not None:
+                _drop(self.by_resource, source.resource)
+            self.releases += 1
+            self.changed.notify_all()
+
+    def wait_for_release(self, seen: int, timeout: float) -> None:
+        """Block until a release after ``seen`` happened, or ``timeout`` seconds."""
+        with self.changed:
+            if self.releases == seen:
+                self.changed.wait(timeout)
+
+
+def _drop(counts: dict[str, int], key: str) -> None:
+    # Deleting at zero keeps the maps to what is actually in flight.
+    rest = counts.get(key, 1) - 1
+    if rest > 0:
+        counts[key] = rest
+    else:
+        counts.pop(key, None)
+
+
+def build_sources(definitions: list) -> list[Source]:  # type: ignore[type-arg]
+    """Split registered handlers into claim sources, registration order, shared last."""
+    sources: list[Source] = []
+    shared: list[str] = []
+    for definition in definitions:
+        if definition.own_source:
+            sources.append(
+                Source(
+                    names=(definition.name,),
+                    batch=definition.batch or 1,
+                    concurrency=definition.concurrency,
+                    resource=definition.resource,
+                )
+            )
+        else:
+            shared.append(definition.name)
+    if shared:
+        sources.append(Source(names=tuple(shared)))
+    return sources

@@ -1,0 +1,647 @@
+"""``Worker.run``: the claim loop and its planning (protocol 4.2, 4.3).
+
+Each poll runs ONE claim session: the store probes, recovers expired leases
+and then calls ``plan(draw)`` inside the claim transaction. The plan visits
+the sources (a name with ``batch``, ``concurrency`` or ``resource`` draws
+alone, the rest share one draw) starting one further along each poll, and
+sizes every draw from the live budgets; calls are deducted only for rows a
+draw actually returned. Slots are taken right after the claim, from the same
+counters the plan read, so a leased task never waits for a slot.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from django.core.exceptions import ImproperlyConfigured
+from django.db import Error as DatabaseError
+
+from .. import signals
+from ..context import ContextHooks, TaskContext
+from ..ids import worker_id as new_worker_id
+from ..models import Task
+from ..payload import byte_size
+from ..registry import TaskDefinition, get_task, registered
+from . import _db
+from ._envelopes import no_handler_envelope
+from .executor import Call, Executor
+from .lease import Heartbeat, beat_interval_ms
+from .limits import Budgets, Source, build_sources
+from .settler import Settlement, Settler
+from .sweeper import Sweeper
+from .wakeup import FileWaker, PgWaker, Waker
+
+if TYPE_CHECKING:
+    from ..store.base import Draw, Store
+
+logger = logging.getLogger("cairnq_django.worker")
+
+# After a failed claim, wait before polling again (grows, capped, jittered).
+CLAIM_ERROR_BACKOFF_S = 0.25
+CLAIM_ERROR_BACKOFF_MAX_S = 5.0
+
+
+@dataclass
+class WorkerOptions:
+    """Every knob of a worker; ``from_settings`` fills them from ``CAIRNQ``."""
+
+    queues: list[str] = field(default_factory=lambda: ["default"])
+    concurrency: int = 1
+    resources: dict[str, int] = field(default_factory=dict)
+    lease_ms: int = 30_000
+    heartbeat_interval_ms: int | None = None
+    max_run_ms: int | None = None
+    claim_batch: int | None = None
+    poll_interval_ms: int = 500
+    max_in_flight_bytes: int | None = None
+    retry_backoff_ms: int = 1_000
+    retry_backoff_max_ms: int = 30_000
+    drain_timeout: float = 30.0
+    burst: bool = False
+    max_tasks: int | None = None
+
+    @classmethod
+    def from_settings(cls, **overrides: Any) -> WorkerOptions:
+        """Build options from ``CAIRNQ``, with non-None ``overrides`` winning."""
+        from ..conf import get_config
+
+        config = get_config()
+        options = cls(
+            queues=list(config["QUEUES"]),
+            concurrency=config["CONCURRENCY"],
+            resources=dict(config["RESOURCES"] or {}),
+            lease_ms=config["LEASE_MS"],
+            heartbeat_interval_ms=config["HEARTBEAT_INTERVAL_MS"],
+            max_run_ms=config["MAX_RUN_MS"],
+            claim_batch=config["CLAIM_BATCH"],
+            poll_interval_ms=config["POLL_INTERVAL_MS"],
+            max_in_flight_bytes=config["MAX_IN_FLIGHT_BYTES"],
+            retry_backoff_ms=config["RETRY_BACKOFF_MS"],
+            retry_backoff_max_ms=config["RETRY_BACKOFF_MAX_MS"],
+            drain_timeout=float(config["DRAIN_TIMEOUT"]),
+        )
+        for key, value in overrides.items():
+            if value is None:
+                continue
+            if key == "resources":
+                options.resources.update(value)
+            else:
+                setattr(options, key, value)
+        return options
+
+
+class Worker(ContextHooks):
+    """A claim loop with its heartbeat, settler, handler pool and wake-ups."""
+
+    def __init__(
+        self,
+        options: WorkerOptions,
+        *,
+        store: Store | None = None,
+        definitions: Sequence[TaskDefinition] | None = None,
+        worker_id: str | None = None,
+    ) -> None:
+        if store is None:
+            from ..store import get_store
+
+            store = get_store()
+        self.store = store
+        self.options = options
+        self.worker_id = worker_id or new_worker_id()
+        self.application_name = f"cairnq_worker:{self.worker_id}"
+        self.definitions = list(
+            definitions if definitions is not None else registered().values()
+        )
+        self._check_resources()
+        self.sources = build_sources(self.definitions)
+        self.names = [definition.name for definition in self.definitions]
+        self.budgets = Budgets(
+            concurrency=max(1, options.concurrency),
+            resources=dict(options.resources),
+            claim_batch=options.claim_batch,
+            max_in_flight_bytes=options.max_in_flight_bytes,
+        )
+        # SQLite has one writer at a time; the worker's own writer threads take
+        # turns in-process instead of sleeping in SQLite's busy handler.
+        self.write_lock = threading.Lock() if store.dialect == "sqlite" else None
+        self.inflight: dict[str, tuple[TaskContext, Call]] = {}
+        self._inflight_lock = threading.Lock()
+        self._cursor = 0
+        self._stop_requested = False
+        self.claimed = 0
+        self.finished = 0
+        self.db_executor = None
+        self.waker: Waker = self._make_waker()
+        self.settler = Settler(
+            store,
+            self.worker_id,
+            application_name=self.application_name,
+            lease_ms=options.lease_ms,
+            on_settled=self._on_settled,
+            on_lost=self._on_settle_lost,
+            write_lock=self.write_lock,
+        )
+        self.executor = Executor(
+            concurrency=self.budgets.concurrency,
+            alias=store.alias,
+            application_name=self.application_name,
+            max_run_ms=options.max_run_ms,
+            retry_backoff_ms=options.retry_backoff_ms,
+            retry_backoff_max_ms=options.retry_backoff_max_ms,
+            settle=self.settler.put,
+            on_end=self._on_call_end,
+        )
+        from ..conf import get_config
+        from ..periodic import Ticker
+
+        # Periodic schedules are ticked from the loop (rate-limited inside);
+        # retention sweeps on a thread of their own.
+        self.ticker = Ticker(store, write_lock=self.write_lock)
+        self.sweeper = Sweeper(
+            store,
+            interval_ms=get_config()["RETENTION_INTERVAL_MS"],
+            application_name=self.application_name,
+        )
+        self.executor.on_fatal = self._fatal
+        self.exit_code = 0
+        self.heartbeat = Heartbeat(
+            store,
+            self.worker_id,
+            lease_ms=options.lease_ms,
+            interval_ms=beat_interval_ms(
+                options.lease_ms, options.heartbeat_interval_ms
+            ),
+            live=self._live_contexts,
+            on_lost=lambda ctx: ctx._lose(),
+            application_name=self.application_name,
+            write_lock=self.write_lock,
+        )
+
+    def _check_resources(self) -> None:
+        for name, capacity in self.options.resources.items():
+            if (
+                isinstance(capacity, bool)
+                or not isinstance(capacity, int)
+                or capacity < 1
+            ):
+                raise ImproperlyConfigured(
+                    f"resource {name!r} must have an integer capacity >= 1, got {capacity!r}"
+                )
+        from .checks import resource_errors
+
+        errors = resource_errors(self.options.resources)
+        wanted = {definition.name for definition in self.definitions}
+        errors = [
+            message
+            for message in errors
+            if any(repr(name) in message for name in wanted)
+        ]
+        if errors:
+            raise ImproperlyConfigured("; ".join(errors))
+
+    def _make_waker(self) -> Waker:
+        if self.store.dialect == "postgres":
+            return PgWaker(
+                self.should_stop,
+                self.store.alias,
+                self.options.queues,
+                self.application_name,
+            )
+        from django.db import connections
+
+        name = str(connections[self.store.alias].settings_dict["NAME"])
+        if name and name != ":memory:" and "mode=memory" not in name:
+            return FileWaker(self.should_stop, name)
+        return Waker(self.should_stop)
+
+    # ---- control ---------------------------------------------------------------------
+    def request_stop(self) -> None:
+        """Stop claiming and drain. Only sets a flag, so a signal handler may call it."""
+        self._stop_requested = True
+
+    stop = request_stop
+
+    def _fatal(self, reason: str) -> None:
+        # Drain and exit non-zero so a supervisor restarts a clean process.
+        logger.error("worker must restart: %s; stopping with exit code 3", reason)
+        self.exit_code = 3
+        self._stop_requested = True
+
+    def should_stop(self) -> bool:
+        return self._stop_requested
+
+    def banner(self) -> str:
+        opts = self.options
+        handlers = (
+            ", ".join(
+                repr(definition).removeprefix("<TaskDefinition ").removesuffix(">")
+                for definition in self.definitions
+            )
+            or "(none registered)"
+        )
+        resources = (
+            ", ".join(
+                f"{name}={capacity}"
+                for name, capacity in sorted(opts.resources.items())
+            )
+            or "none"
+        )
+        return (
+            f"cairnq worker {self.worker_id} ({self.store.dialect}, database {self.store.alias!r})\n"
+            f"  queues: {', '.join(opts.queues)}\n"
+            f"  handlers: {handlers}\n"
+            f"  resources: {resources}\n"
+            f"  concurrency: {self.budgets.concurrency}, lease: {opts.lease_ms} ms, "
+            f"max_run: {opts.max_run_ms or 'unbounded'}"
+            + (" ms" if opts.max_run_ms else "")
+            + f", poll: {opts.poll_interval_ms} ms"
+        )
+
+    # ---- ContextHooks ----------------------------------------------------------------
+    def lease_lost(self, ctx: TaskContext) -> None:
+        with self._inflight_lock:
+            self.inflight.pop(ctx.task_id, None)
+        signals.task_lease_lost.send(
+            sender=Task,
+            task_id=ctx.task_id,
+            name=ctx.name,
+            attempt=ctx.attempt,
+            worker_id=self.worker_id,
+        )
+
+    def settled(self, ctx: TaskContext, status: str) -> None:
+        with self._inflight_lock:
+            entry = self.inflight.pop(ctx.task_id, None)
+        self._finished(ctx, status, entry[1] if entry else None)
+
+    # ---- bookkeeping callbacks ------------------------------------------------------------
+    def _live_contexts(self) -> list[TaskContext]:
+        with self._inflight_lock:
+            return [entry[0] for entry in self.inflight.values()]
+
+    def _on_call_end(self, call: Call) -> None:
+        if call.definition is not None:
+            self.budgets.release(call.source, call.nbytes)
+        # A freed slot or resource unit may make a claim worthwhile right away.
+        self.waker.wake()
+
+    def _on_settled(self, item: Settlement, status: str) -> None:
+        with self._inflight_lock:
+            self.inflight.pop(item.ctx.task_id, None)
+        self._finished(item.ctx, status, item.call)
+
+    def _on_settle_lost(self, item: Settlement) -> None:
+        if item.ctx._lost:
+            with self._inflight_lock:
+                self.inflight.pop(item.ctx.task_id, None)
+        else:
+            item.ctx._lose()
+
+    def _finished(self, ctx: TaskContext, status: str, call: Call | None) -> None:
+        self.finished += 1
+        duration = call.duration_ms if call is not None else None
+        if status == "succeeded":
+            if logger.isEnabledFor(logging.DEBUG):
+                logger.debug(
+                    "task succeeded: task=%s name=%s attempt=%s duration_ms=%s",
+                    ctx.task_id,
+                    ctx.name,
+                    ctx.attempt,
+                    duration,
+                )
+        elif status == "queued":
+            logger.info(
+                "task will retry: task=%s name=%s attempt=%s duration_ms=%s",
+                ctx.task_id,
+                ctx.name,
+                ctx.attempt,
+                duration,
+            )
+        elif status == "failed":
+            logger.warning(
+                "task failed: task=%s name=%s attempt=%s duration_ms=%s",
+                ctx.task_id,
+                ctx.name,
+                ctx.attempt,
+                duration,
+            )
+        else:
+            logger.info(
+                "task %s: task=%s name=%s attempt=%s duration_ms=%s",
+                status,
+                ctx.task_id,
+                ctx.name,
+                ctx.attempt,
+                duration,
+            )
+        signals.task_finished.send(
+            sender=Task,
+            task_id=ctx.task_id,
+            name=ctx.name,
+            queue=ctx.queue,
+            attempt=ctx.attempt,
+            worker_id=self.worker_id,
+            status=status,
+            duration_ms=duration,
+        )
+
+    # ---- run -----------------------------------------------------------------------------
+    def run(self) -> int:
+        """Claim and run tasks until stopped (or ``burst``/``max_tasks`` ends it).
+
+        Return 0, or 3 when too many abandoned handler threads are still
+        running and the process should be restarted.
+        """
+        # Start-up checks already connected untagged; reconnect under the worker's name.
+        _db.close_quietly(self.store.alias)
+        _db.tag_thread(self.store.alias, self.application_name)
+        self.settler.start()
+        self.heartbeat.start()
+        self.executor.start(
+            needs_async=any(definition.is_async for definition in self.definitions)
+        )
+        self.db_executor = self.executor.db_executor
+        self.waker.start()
+        self.sweeper.start()
+        logger.info("worker started: %s", self.banner().replace("\n", ";"))
+        try:
+            self._loop()
+        finally:
+            self._shutdown()
+        return self.exit_code
+
+    def _loop(self) -> None:
+        poll_s = self.options.poll_interval_ms / 1000
+        errors = _db.Backoff(CLAIM_ERROR_BACKOFF_S, CLAIM_ERROR_BACKOFF_MAX_S)
+        max_tasks = self.options.max_tasks
+        while not self._stop_requested:
+            # The worker's close_old_connections(): replace a connection an
+            # error left unusable, but keep a healthy one across polls.
+            _db.drop_if_broken(self.store.alias)
+            if max_tasks is not None and self.claimed >= max_tasks:
+                return
+            self.ticker.maybe_tick()
+            if self.budgets.must_wait():
+                self.budgets.wait_for_release(self.budgets.releases, 0.1)
+                continue
+            if not self.sources:
+                if self.options.burst:
+                    return
+                self.waker.wait(poll_s)
+                continue
+            self.waker.arm()
+            seen_releases = self.budgets.releases
+            # Burst ends only after an empty claim that started with nothing in
+            # flight and nothing waiting to be written: a retry being settled
+            # right now may make its task claimable again.
+            quiet = (
+                self.options.burst
+                and self.budgets.calls == 0
+                and not self.inflight
+                and self.settler.idle
+            )
+            try:
+                drawn = self._claim()
+            except Exception as exc:
+                _db.close_quietly(self.store.alias)
+                delay = errors.next_delay()
+                if errors.failures == 1:
+                    if isinstance(exc, DatabaseError):
+                        logger.error(
+                            "claim failed (database unavailable?), retrying: %s", exc
+                        )
+                    else:
+                        logger.exception("claim failed, retrying")
+                else:
+                    logger.debug("claim failed again (%d): %s", errors.failures, exc)
+                self.waker.wait(delay)
+                continue
+            if errors.reset():
+                logger.info("database reachable again; claiming")
+            if drawn:
+                self._dispatch(drawn)
+                continue
+            if self.options.burst and self.budgets.calls == 0:
+                if quiet:
+                    return
+                self.settler.wait_idle(self.options.lease_ms / 1000)
+                continue
+            # Nothing claimable: sleep until work arrives, a slot frees, or the poll ends.
+            self.waker.wait(poll_s, extra=self._released_since(seen_releases))
+
+    def _released_since(self, seen: int) -> Any:
+        return lambda: self.budgets.releases != seen
+
+    def _claim(
+        self,
+    ) -> list[tuple[Source, list[tuple[TaskDefinition | None, list[Task]]]]]:
+        sources = self.sources
+        start = self._cursor % len(sources)
+        order = sources[start:] + sources[:start]
+        # Rotate the starting source so no name's backlog takes every free
+        # slot. The next poll starts after the first source that actually got
+        # rows (plain one-step rotation would hand every poll that starts on an
+        # empty source to the same next busy one).
+        self._cursor = (start + 1) % len(sources)
+        remaining = (
+            None
+            if self.options.max_tasks is None
+            else self.options.max_tasks - self.claimed
+        )
+        drawn: list[tuple[Source, list[tuple[TaskDefinition | None, list[Task]]]]] = []
+
+        def plan(draw: Draw) -> None:
+            drawn.clear()
+            left = self.budgets.free()
+            rows_left = remaining
+            taken: dict[str, int] = {}
+            for source in order:
+                if left <= 0 or (rows_left is not None and rows_left <= 0):
+                    break
+                ceiling = self.budgets.source_ceiling(source, taken)
+                quota = left if ceiling is None else min(ceiling, left)
+                if quota <= 0:
+                    continue
+                limit = source.batch * quota
+                if rows_left is not None:
+                    limit = min(limit, rows_left)
+                rows = draw(list(source.names), limit)
+                if not rows:
+                    continue
+                calls = self._group(rows)
+                if not drawn:
+                    self._cursor = (sources.index(source) + 1) % len(sources)
+                drawn.append((source, calls))
+                left -= len(calls)
+                if rows_left is not None:
+                    rows_left -= len(rows)
+                if source.resource is not None:
+                    taken[source.resource] = taken.get(source.resource, 0) + len(calls)
+
+        def session() -> Any:
+            return self.store.claim_session(
+                self.options.queues,
+                self.worker_id,
+                self.options.lease_ms,
+                self.names,
+                plan,
+            )
+
+        if self.write_lock is not None:
+            with self.write_lock:
+                rows = session()
+        else:
+            rows = session()
+        if not rows:
+            return []
+        return drawn
+
+    def _group(
+        self, rows: list[Task]
+    ) -> list[tuple[TaskDefinition | None, list[Task]]]:
+        """Cut rows into calls: grouped by name, chunked by that name's batch size."""
+        by_name: dict[str, list[Task]] = {}
+        for row in rows:
+            by_name.setdefault(row.name, []).append(row)
+        calls: list[tuple[TaskDefinition | None, list[Task]]] = []
+        for name, group in by_name.items():
+            definition = get_task(name)
+            size = (definition.batch if definition is not None else None) or 1
+            for i in range(0, len(group), size):
+                calls.append((definition, group[i : i + size]))
+        return calls
+
+    def _context(self, row: Task) -> TaskContext:
+        return TaskContext(
+            self.store,
+            row,
+            self.worker_id,
+            self.options.lease_ms,
+            retry_backoff_ms=self.options.retry_backoff_ms,
+            retry_backoff_max_ms=self.options.retry_backoff_max_ms,
+            hooks=self,
+        )
+
+    def _dispatch(
+        self, drawn: list[tuple[Source, list[tuple[TaskDefinition | None, list[Task]]]]]
+    ) -> None:
+        measure = self.options.max_in_flight_bytes is not None
+        debug = logger.isEnabledFor(logging.DEBUG)
+        for source, calls in drawn:
+            for definition, rows in calls:
+                self.claimed += len(rows)
+                ctxs = [self._context(row) for row in rows]
+                nbytes = sum(byte_size(row.payload) for row in rows) if measure else 0
+                call = Call(definition, source, ctxs, nbytes)
+                with self._inflight_lock:
+                    for ctx in ctxs:
+                        self.inflight[ctx.task_id] = (ctx, call)
+                if definition is None:
+                    # Reachable only if a handler is unregistered mid-run: fail it
+                    # permanently, without a heartbeat or a handler call.
+                    logger.warning("no handler for claimed task name=%s", rows[0].name)
+                    for ctx in ctxs:
+                        ctx._begin_settle()
+                    self.settler.put(
+                        [
+                            Settlement(ctx, call, failure=self._no_handler(ctx))
+                            for ctx in ctxs
+                        ]
+                    )
+                    continue
+                self.budgets.acquire(source, nbytes)
+                for ctx in ctxs:
+                    if debug:
+                        logger.debug(
+                            "task claimed: task=%s name=%s attempt=%s",
+                            ctx.task_id,
+                            ctx.name,
+                            ctx.attempt,
+                        )
+                    signals.task_started.send(
+                        sender=Task,
+                        task_id=ctx.task_id,
+                        name=ctx.name,
+                        queue=ctx.queue,
+                        attempt=ctx.attempt,
+                        worker_id=self.worker_id,
+                    )
+                self.executor.submit(call)
+
+    def _no_handler(self, ctx: TaskContext) -> Any:
+        from ..store.base import Failure
+
+        return Failure(
+            ctx.task_id, no_handler_envelope(ctx.name), retryable=False, delay_ms=0
+        )
+
+    # ---- shutdown ----------------------------------------------------------------------------
+    def _shutdown(self) -> None:
+        deadline = time.monotonic() + max(0.0, self.options.drain_timeout)
+        if self.budgets.calls:
+            logger.info(
+                "stopping: draining %d call(s) for up to %.1f s",
+                self.budgets.calls,
+                self.options.drain_timeout,
+            )
+        while self.budgets.calls > 0 and time.monotonic() < deadline:
+            self.budgets.wait_for_release(
+                self.budgets.releases, min(0.1, max(0.0, deadline - time.monotonic()))
+            )
+        self.settler.wait_idle(max(0.5, deadline - time.monotonic()))
+        self._hand_back()
+        self.settler.stop(timeout=2.0)
+        self.sweeper.stop()
+        self.heartbeat.stop()
+        self.waker.stop()
+        self.executor.stop()
+        _db.close_quietly(self.store.alias)
+        logger.info(
+            "worker %s stopped: %d claimed, %d settled",
+            self.worker_id,
+            self.claimed,
+            self.finished,
+        )
+
+    def _hand_back(self) -> None:
+        """Release tasks still running at the drain deadline so another worker gets them now."""
+        with self._inflight_lock:
+            entries = list(self.inflight.values())
+        ids = []
+        for ctx, _call in entries:
+            if ctx._lost or not ctx._begin_settle():
+                continue
+            # Refuse further writes from the still-running handler.
+            ctx._mark_lost()
+            ids.append(ctx.task_id)
+        if not ids:
+            return
+        _db.drop_if_broken(self.store.alias)
+        for attempt in range(3):
+            try:
+                if self.write_lock is not None:
+                    with self.write_lock:
+                        released = self.store.release(ids, self.worker_id)
+                else:
+                    released = self.store.release(ids, self.worker_id)
+                logger.warning(
+                    "drain timeout: handed back %d of %d running task(s): %s",
+                    len(released),
+                    len(ids),
+                    ", ".join(ids[:10]) + ("..." if len(ids) > 10 else ""),
+                )
+                return
+            except DatabaseError as exc:
+                _db.close_quietly(self.store.alias)
+                logger.error(
+                    "could not hand back %d task(s) (attempt %d): %s",
+                    len(ids),
+                    attempt + 1,
+                    exc,
+                )
+                time.sleep(0.2 * (attempt + 1))

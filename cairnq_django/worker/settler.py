@@ -1,0 +1,283 @@
+"""Write the final state of tasks whose handler returned or raised, coalesced.
+
+Handlers that finish close together are settled by ONE ``complete_many`` and
+ONE ``fail_many`` statement: the settler thread takes everything queued the
+moment it wakes and writes it at once, so when idle a single completion is
+written immediately (no added latency) and under load many share a statement.
+
+Every write is checked against the worker id by the store; an id missing from
+the answer lost its lease: that context is flagged, the loss is logged and
+``task_lease_lost`` is sent, and nothing more is written for it.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from django.db import InterfaceError, OperationalError
+
+from ..exceptions import LostLease
+from ..store.base import Failure
+from . import _db
+from ._envelopes import unserializable_envelope
+
+if TYPE_CHECKING:
+    from ..context import TaskContext
+    from ..store.base import Store
+
+logger = logging.getLogger("cairnq_django.worker")
+
+# Errors that mean "the database went away": retry the same writes later.
+_TRANSIENT = (OperationalError, InterfaceError)
+# Most rows one statement carries; more wait for the next round.
+_MAX_ROWS = 2048
+
+
+@dataclass
+class Settlement:
+    """One task's final write: a completion (``result_json``) or a failure."""
+
+    ctx: TaskContext
+    call: Any
+    result_json: str | None = None
+    failure: Failure | None = None
+    queued_at: float = 0.0
+
+
+class Settler:
+    """The thread that turns finished handler calls into settlement statements."""
+
+    def __init__(
+        self,
+        store: Store,
+        worker_id: str,
+        *,
+        application_name: str,
+        lease_ms: int,
+        on_settled: Callable[[Settlement, str], None],
+        on_lost: Callable[[Settlement], None],
+        write_lock: Any = None,
+    ) -> None:
+        self.store = store
+        self.worker_id = worker_id
+        self.application_name = application_name
+        self.lease_s = lease_ms / 1000
+        self.on_settled = on_settled
+        self.on_lost = on_lost
+        self.write_lock = write_lock
+        self._pending: collections.deque[Settlement] = collections.deque()
+        self._cond = threading.Condition(threading.Lock())
+        self._busy = 0
+        self._stopping = False
+        self._thread = threading.Thread(
+            target=self._run, name=f"{application_name}:settle", daemon=True
+        )
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def put(self, items: list[Settlement]) -> None:
+        if not items:
+            return
+        now = time.monotonic()
+        for item in items:
+            item.queued_at = now
+        with self._cond:
+            self._pending.extend(items)
+            self._cond.notify()
+
+    @property
+    def idle(self) -> bool:
+        with self._cond:
+            return not self._pending and self._busy == 0
+
+    def wait_idle(self, timeout: float) -> bool:
+        """Wait until everything queued has been written (or given up); True if so."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while self._pending or self._busy:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._cond.wait(min(left, 0.05))
+            return True
+
+    def stop(self, timeout: float) -> None:
+        """Flush what is queued (up to ``timeout``), then end the thread."""
+        self.wait_idle(timeout)
+        with self._cond:
+            self._stopping = True
+            self._cond.notify_all()
+        self._thread.join(timeout=1.0)
+
+    # ---- the thread --------------------------------------------------------------
+    def _run(self) -> None:
+        _db.tag_thread(self.store.alias, self.application_name)
+        backoff = _db.Backoff()
+        try:
+            while True:
+                with self._cond:
+                    while not self._pending and not self._stopping:
+                        self._cond.wait()
+                    if not self._pending and self._stopping:
+                        return
+                    batch = [
+                        self._pending.popleft()
+                        for _ in range(min(len(self._pending), _MAX_ROWS))
+                    ]
+                    self._busy = len(batch)
+                try:
+                    while batch:
+                        _db.drop_if_broken(self.store.alias)
+                        try:
+                            self._write(batch)
+                            batch = []
+                            if backoff.reset():
+                                logger.info("settlement writes resumed")
+                        except _TRANSIENT as exc:
+                            _db.close_quietly(self.store.alias)
+                            batch = self._expire(batch)
+                            if backoff.failures == 0:
+                                logger.error(
+                                    "settlement write failed, retrying: %s", exc
+                                )
+                            if self._stopping:
+                                # Shutting down: the leases will expire and the
+                                # tasks be redelivered; do not hold the exit.
+                                for item in batch:
+                                    self._lost(item)
+                                break
+                            time.sleep(backoff.next_delay())
+                finally:
+                    with self._cond:
+                        self._busy = 0
+                        self._cond.notify_all()
+        finally:
+            _db.close_quietly(self.store.alias)
+
+    def _expire(self, batch: list[Settlement]) -> list[Settlement]:
+        # A write retried for longer than the lease can no longer succeed: the
+        # task was recovered and redelivered meanwhile.
+        now = time.monotonic()
+        keep = []
+        for item in batch:
+            if now - item.queued_at > self.lease_s:
+                logger.warning(
+                    "giving up settling task=%s name=%s attempt=%s: database unavailable past the lease",
+                    item.ctx.task_id,
+                    item.ctx.name,
+                    item.ctx.attempt,
+                )
+                self._lost(item)
+            else:
+                keep.append(item)
+        return keep
+
+    def _write(self, batch: list[Settlement]) -> None:
+        completes = [item for item in batch if item.failure is None]
+        fails = [item for item in batch if item.failure is not None]
+        if completes:
+            try:
+                answer = self._locked(
+                    lambda: self.store.complete_many(
+                        self.worker_id,
+                        [(item.ctx.task_id, item.result_json) for item in completes],
+                    )
+                )
+            except _TRANSIENT:
+                raise
+            except Exception as exc:  # noqa: BLE001
+                # One bad row (e.g. a value the column refuses) must not sink the rest.
+                logger.warning(
+                    "batched completion failed (%s); settling one by one", exc
+                )
+                answer = self._one_by_one(completes)
+            self._record(completes, answer)
+        if fails:
+            try:
+                failures = [item.failure for item in fails if item.failure is not None]
+                answer = self._locked(
+                    lambda: self.store.fail_many(self.worker_id, failures)
+                )
+            except _TRANSIENT:
+                raise
+            except Exception as exc:  # noqa: BLE001
+                logger.warning(
+                    "batched failure write failed (%s); settling one by one", exc
+                )
+                answer = self._one_by_one(fails)
+            self._record(fails, answer)
+
+    def _locked(self, fn: Callable[[], Any]) -> Any:
+        if self.write_lock is None:
+            return fn()
+        with self.write_lock:
+            return fn()
+
+    def _one_by_one(self, items: list[Settlement]) -> dict[str, str]:
+        answer: dict[str, str] = {}
+        for item in items:
+            try:
+                status = self._settle_one(item)
+            except LostLease:
+                continue
+            except _TRANSIENT:
+                raise
+            except Exception:  # reported against this task; the others go on
+                logger.exception(
+                    "could not settle task=%s name=%s", item.ctx.task_id, item.ctx.name
+                )
+                _db.drop_if_broken(self.store.alias)
+                continue
+            answer[item.ctx.task_id] = status
+        return answer
+
+    def _settle_one(self, item: Settlement) -> str:
+        task_id = item.ctx.task_id
+        failure = item.failure
+        if failure is None:
+            result_json = item.result_json
+            try:
+                row = self._locked(
+                    lambda: self.store.complete(task_id, self.worker_id, result_json)
+                )
+            except (LostLease, *_TRANSIENT):
+                raise
+            except Exception as exc:  # noqa: BLE001
+                # The database refused the encoded result: deterministic, so permanent.
+                _db.drop_if_broken(self.store.alias)
+                failure = item.failure = Failure(
+                    task_id, unserializable_envelope(str(exc)), retryable=False
+                )
+            else:
+                return row.status
+        final = failure
+        row = self._locked(
+            lambda: self.store.fail(
+                task_id,
+                self.worker_id,
+                final.error,
+                retryable=final.retryable,
+                delay_ms=final.delay_ms,
+            )
+        )
+        return row.status
+
+    def _record(self, items: list[Settlement], answer: dict[str, str]) -> None:
+        for item in items:
+            status = answer.get(item.ctx.task_id)
+            if status is None:
+                self._lost(item)
+            else:
+                item.ctx._end_settle(status)
+                self.on_settled(item, status)
+
+    def _lost(self, item: Settlement) -> None:
+        item.ctx._end_settle(None)
+        self.on_lost(item)

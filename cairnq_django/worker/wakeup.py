@@ -1,0 +1,169 @@
+"""End the claim loop's idle wait early when work may have arrived.
+
+PostgreSQL: one dedicated connection LISTENs on ``cairnq_queued`` and wakes the
+loop only for a payload naming one of the worker's queues. A refused or lost
+LISTEN connection is retried with backoff (1 s doubling to 30 s); polling
+stays the fallback throughout and never depends on it.
+
+SQLite has no push channel. Every commit by any process appends to the
+``-wal`` file (or, outside WAL mode, rewrites the database file), so the wait
+checks those files' size and modification time every few milliseconds, a pair
+of ``stat`` calls, and probes the database only when they change or the poll
+interval ends. That keeps pickup within milliseconds without querying an idle
+database hundreds of times a second.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Sequence
+
+from django.db import connections
+
+logger = logging.getLogger("cairnq_django.worker")
+
+# A driver command on the listener's own connection; the channel name is the
+# protocol's literal and takes no parameters, and SQLite has no counterpart,
+# so it is not a per-dialect statement file.
+_LISTEN = "LISTEN cairnq_queued"
+_SLICE = 0.1
+_FILE_CHECK = 0.008
+
+
+class Waker:
+    """The idle wait: returns on a wake-up, a stop request, or the timeout."""
+
+    def __init__(self, should_stop: Callable[[], bool]) -> None:
+        self.should_stop = should_stop
+        self.event = threading.Event()
+
+    def arm(self) -> None:
+        """Forget earlier wake-ups; call right before a claim."""
+        self.event.clear()
+
+    def wake(self) -> None:
+        self.event.set()
+
+    def wait(self, timeout: float, extra: Callable[[], bool] | None = None) -> None:
+        deadline = time.monotonic() + timeout
+        while not self.should_stop():
+            left = deadline - time.monotonic()
+            if left <= 0 or (extra is not None and extra()):
+                return
+            if self.event.wait(min(left, _SLICE)):
+                return
+
+    def start(self) -> None:
+        """Start any background listener (none by default)."""
+
+    def stop(self) -> None:
+        """Stop any background listener."""
+
+
+class FileWaker(Waker):
+    """SQLite: notice commits by watching the database and WAL files."""
+
+    def __init__(self, should_stop: Callable[[], bool], db_path: str) -> None:
+        super().__init__(should_stop)
+        self.paths = (db_path, db_path + "-wal")
+        self.seen = self._signature()
+
+    def _signature(self) -> tuple[tuple[int, int] | None, ...]:
+        out: list[tuple[int, int] | None] = []
+        for path in self.paths:
+            try:
+                st = os.stat(path)
+            except OSError:
+                out.append(None)
+            else:
+                out.append((st.st_mtime_ns, st.st_size))
+        return tuple(out)
+
+    def arm(self) -> None:
+        super().arm()
+        self.seen = self._signature()
+
+    def wait(self, timeout: float, extra: Callable[[], bool] | None = None) -> None:
+        deadline = time.monotonic() + timeout
+        while not self.should_stop():
+            left = deadline - time.monotonic()
+            if left <= 0 or (extra is not None and extra()):
+                return
+            if self.event.wait(min(left, _FILE_CHECK)):
+                return
+            if self._signature() != self.seen:
+                return
+
+
+class PgWaker(Waker):
+    """PostgreSQL: LISTEN on a dedicated connection, filtered by the worker's queues."""
+
+    def __init__(
+        self,
+        should_stop: Callable[[], bool],
+        alias: str,
+        queues: Sequence[str],
+        application_name: str,
+    ) -> None:
+        super().__init__(should_stop)
+        self.alias = alias
+        self.queues = frozenset(queues)
+        self.application_name = application_name
+        self._stop = threading.Event()
+        self._thread = threading.Thread(
+            target=self._run, name=f"{application_name}:listen", daemon=True
+        )
+        self.listening = threading.Event()
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=2.0)
+
+    def _connect(self):  # type: ignore[no-untyped-def]
+        import psycopg
+
+        params = connections[self.alias].get_connection_params()
+        for key in ("cursor_factory", "context", "pool"):
+            params.pop(key, None)
+        params["application_name"] = self.application_name[:63]
+        conn = psycopg.connect(**params, autocommit=True)
+        conn.execute(_LISTEN)
+        return conn
+
+    def _run(self) -> None:
+        delay = 1.0
+        while not self._stop.is_set():
+            conn = None
+            try:
+                conn = self._connect()
+                self.listening.set()
+                delay = 1.0
+                # Work may have arrived while the listener was down.
+                self.wake()
+                while not self._stop.is_set():
+                    for note in conn.notifies(timeout=0.5):
+                        if note.payload in self.queues:
+                            self.wake()
+            except Exception as exc:  # noqa: BLE001 - LISTEN never affects correctness
+                self.listening.clear()
+                if self._stop.is_set():
+                    break
+                logger.warning(
+                    "LISTEN connection failed (%s); polling, retrying in %.0f s",
+                    exc,
+                    delay,
+                )
+                self._stop.wait(delay)
+                delay = min(30.0, delay * 2)
+            finally:
+                if conn is not None:
+                    try:
+                        conn.close()
+                    except Exception as exc:  # noqa: BLE001
+                        logger.debug("closing the LISTEN connection failed: %s", exc)

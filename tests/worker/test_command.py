@@ -1,0 +1,148 @@
+"""Pin the command's contract: a bad flag or setting is a ``CommandError``
+naming it, an undeclared resource stops start-up naming it and listing the
+declared ones (``--resource`` can declare it), unapplied migrations say to run
+``migrate cairnq``, and the worker runs from ``call_command`` on a non-main
+thread without touching the host's signal handlers."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+from django.test.utils import override_settings
+
+from cairnq_django import api
+from cairnq_django.models import Task
+
+from .conftest import REPO
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.mark.parametrize(
+    ("args", "flag"),
+    [
+        (["--concurrency", "0"], "--concurrency"),
+        (["--concurrency", "x"], "--concurrency"),
+        (["--lease-ms", "-5"], "--lease-ms"),
+        (["--max-run-ms", "0"], "--max-run-ms"),
+        (["--claim-batch", "1.5"], "--claim-batch"),
+        (["--poll-interval-ms", ""], "--poll-interval-ms"),
+        (["--max-in-flight-bytes", "0"], "--max-in-flight-bytes"),
+        (["--retry-backoff-ms", "-1"], "--retry-backoff-ms"),
+        (["--retry-backoff-max-ms", "soon"], "--retry-backoff-max-ms"),
+        (["--drain-timeout", "-1"], "--drain-timeout"),
+        (["--drain-timeout", "nan"], "--drain-timeout"),
+        (["--resource", "gpu"], "--resource"),
+        (["--resource", "gpu=0"], "--resource"),
+        (["--queue", ""], "--queue"),
+        (["--max-tasks", "0"], "--max-tasks"),
+    ],
+)
+def test_bad_flag_is_command_error_naming_it(args: list[str], flag: str) -> None:
+    with pytest.raises(CommandError, match=flag):
+        call_command("cairnq_worker", *args)
+
+
+def test_unknown_task_flag(cairnq_db: Any) -> None:
+    with pytest.raises(CommandError, match="--task: no handler registered for 'nope'"):
+        call_command("cairnq_worker", "--task", "nope", "--burst")
+
+
+@pytest.mark.parametrize(
+    ("setting", "value"),
+    [
+        ("CONCURRENCY", 0),
+        ("LEASE_MS", "long"),
+        ("DRAIN_TIMEOUT", -1),
+        ("QUEUES", "default"),
+        ("RESOURCES", [1]),
+    ],
+)
+def test_bad_setting_is_command_error_naming_it(setting: str, value: Any) -> None:
+    with (
+        override_settings(CAIRNQ={"RESOURCES": {"gpu": 1}, setting: value}),
+        pytest.raises(CommandError, match=f'CAIRNQ\\["{setting}"\\]'),
+    ):
+        call_command("cairnq_worker", "--burst")
+
+
+def test_undeclared_resource_stops_start_up(cairnq_db: Any) -> None:
+    with override_settings(CAIRNQ={"RESOURCES": {"tpu": 4}}):
+        with pytest.raises(CommandError) as caught:
+            call_command("cairnq_worker", "--burst")
+        assert "'gpu'" in str(caught.value) and "declared resources: tpu" in str(
+            caught.value
+        )
+        # Declared on the command line instead, it runs.
+        task_id = api.submit("demo.gpu", {"ms": 1}).id
+        call_command("cairnq_worker", "--burst", "--resource", "gpu=1", verbosity=0)
+    assert Task.objects.get(id=task_id).status == "succeeded"
+
+
+def test_unapplied_migrations_say_run_migrate(
+    tmp_path: Path, subprocess_env: dict[str, str]
+) -> None:
+    env = dict(subprocess_env, DATABASE_URL=f"sqlite:///{tmp_path / 'empty.sqlite3'}")
+    done = subprocess.run(
+        [sys.executable, "manage.py", "cairnq_worker", "--burst"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 1
+    assert "run manage.py migrate cairnq" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_call_command_from_a_thread_keeps_host_signal_handlers(cairnq_db: Any) -> None:
+    ids = [api.submit("demo.noop", {"result": i}).id for i in range(5)]
+
+    def host_handler(signum: int, frame: Any) -> None:
+        pass
+
+    previous = signal.signal(signal.SIGTERM, host_handler)
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            call_command(
+                "cairnq_worker", "--max-tasks", "5", "--concurrency", "2", verbosity=0
+            )
+        except BaseException as exc:  # noqa: BLE001
+            errors.append(exc)
+
+    try:
+        thread = threading.Thread(target=run)
+        thread.start()
+        thread.join(60)
+        assert not thread.is_alive()
+        assert not errors, errors
+        assert signal.getsignal(signal.SIGTERM) is host_handler
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert Task.objects.filter(id__in=ids, status="succeeded").count() == 5
+
+
+def test_banner_names_worker_queues_handlers_resources(
+    cairnq_db: Any, start_worker: Any
+) -> None:
+    worker = start_worker(
+        "--burst", "--queue", "default", "--queue", "other", "--concurrency", "3"
+    )
+    assert worker.wait() == 0
+    out = worker.output()
+    assert "cairnq worker worker_" in out
+    assert "queues: default, other" in out
+    assert "demo.batch batch=8" in out and "demo.gpu resource='gpu'" in out
+    assert "resources: gpu=1" in out and "concurrency: 3" in out
