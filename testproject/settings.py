@@ -32,7 +32,7 @@ INSTALLED_APPS = [
     "cairnq_django",
     "testproject.demo",
     "testproject.native",
-    # "testproject.pipeline",  (enabled once the worker lands)
+    "testproject.pipeline",
 ]
 
 MIDDLEWARE = [
