@@ -6,9 +6,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import pytest
-
 from cairnq_django.conf import DEFAULTS
+from cairnq_django.management.commands import cairnq_worker
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 
@@ -20,8 +19,7 @@ def test_every_setting_is_documented() -> None:
 
 
 def test_every_worker_flag_is_documented() -> None:
-    module = pytest.importorskip("cairnq_django.management.commands.cairnq_worker")
-    parser = module.Command().create_parser("manage.py", "cairnq_worker")
+    parser = cairnq_worker.Command().create_parser("manage.py", "cairnq_worker")
     base = {"--version", "--verbosity", "--settings", "--pythonpath", "--traceback",
             "--no-color", "--force-color", "--skip-checks", "--help"}
     flags = {opt for action in parser._actions for opt in action.option_strings if opt.startswith("--")}
