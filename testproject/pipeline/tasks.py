@@ -52,12 +52,12 @@ def embed(items: list[Any]) -> dict[str, Any]:
 
 
 @cairnq.task("pipeline.index")
-def index(ctx: Any, payload: dict[str, Any]) -> dict[str, Any]:
-    # The index row and the task's success commit together: a retried attempt
-    # cannot index twice.
-    with ctx.atomic():
+def index(ctx: Any, payload: dict[str, Any]) -> None:
+    # The index row and the task's success commit together: an attempt whose
+    # lease was lost rolls its write back, so a retry never indexes twice.
+    with ctx.atomic() as done:
         IndexedDocument.objects.update_or_create(
             doc_id=payload["doc_id"],
             defaults={"title": payload["title"], "words": payload["words"], "vector": payload["vector"]},
         )
-    return {"indexed": payload["doc_id"]}
+        done.result = {"indexed": payload["doc_id"]}
