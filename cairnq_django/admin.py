@@ -14,10 +14,11 @@ from typing import Any, ClassVar, cast
 
 from django.contrib import admin
 from django.contrib.admin.views.main import ChangeList
+from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.db import connections
 from django.db.models import Q, QuerySet
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import URLPattern, path, reverse
 from django.utils import timezone
 from django.utils.functional import cached_property
@@ -28,7 +29,7 @@ from django.utils.translation import gettext_lazy as _
 
 from . import admin_views
 from .conf import get_config
-from .models import Task, TaskKey, TaskStatus, ms_to_datetime
+from .models import QueueDashboard, Task, TaskKey, TaskStatus, ms_to_datetime
 
 # Rows counted exactly before the paginator settles for "more than this".
 COUNT_CAP = 10_000
@@ -448,3 +449,28 @@ def _format_dt(value: Any) -> str:
     """Format an aware datetime in the active time zone, to the millisecond."""
     local = timezone.localtime(value)
     return local.strftime("%Y-%m-%d %H:%M:%S.") + f"{local.microsecond // 1000:03d} {local.tzname()}"
+
+
+@admin.register(QueueDashboard)
+class QueueDashboardEntry(admin.ModelAdmin):
+    """Link the admin index to the dashboard; anyone who may view tasks may open it."""
+
+    def has_module_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm("cairnq.view_task")
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return request.user.has_perm("cairnq.view_task")
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def changelist_view(self, request: HttpRequest, extra_context: Any = None) -> HttpResponse:
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        return HttpResponseRedirect(reverse(f"{self.admin_site.name}:cairnq_task_dashboard"))
