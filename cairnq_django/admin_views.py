@@ -243,9 +243,9 @@ def queue_rows(now_ms: int, alias: str) -> list[QueueRow]:
         )
         .order_by()
     )
-    for item in leases:
-        row(item["queue"]).leases_expiring = item["expiring"]
-        row(item["queue"]).leases_expired = item["expired"]
+    for lease in leases:
+        row(lease["queue"]).leases_expiring = lease["expiring"]
+        row(lease["queue"]).leases_expired = lease["expired"]
 
     requested = (
         tasks.filter(status=TaskStatus.RUNNING, cancel_requested_at_ms__isnull=False)
@@ -253,8 +253,8 @@ def queue_rows(now_ms: int, alias: str) -> list[QueueRow]:
         .annotate(n=Count("pk"))
         .order_by()
     )
-    for item in requested:
-        row(item["queue"]).cancel_requested = item["n"]
+    for pending in requested:
+        row(pending["queue"]).cancel_requested = pending["n"]
 
     failures = (
         tasks.filter(status=TaskStatus.FAILED, completed_at_ms__gte=now_ms - FAILURE_WINDOW_MS)
@@ -262,8 +262,8 @@ def queue_rows(now_ms: int, alias: str) -> list[QueueRow]:
         .annotate(n=Count("pk"))
         .order_by()
     )
-    for item in failures:
-        row(item["queue"]).failed_last_hour = item["n"]
+    for failure in failures:
+        row(failure["queue"]).failed_last_hour = failure["n"]
     return [rows[name] for name in sorted(rows)]
 
 
