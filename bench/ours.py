@@ -1,0 +1,95 @@
+"""cairnq-django (this repository), driven through its documented public API.
+
+Client: ``cairnq.submit(name, payload, queue=...)`` one at a time and
+``cairnq.submit_many([...])`` for bulk, on the bench-only project in
+``bench/ours_project`` (handlers in its ``tasks.py``). Claim cost calls the
+store's own claim (``get_store().claim``), the path the worker takes. Worker:
+``python manage.py cairnq_worker --queue bench --concurrency N`` on those
+settings, started by the harness.
+
+Run as ``python bench/ours.py client --dialect D --db DB`` with the repository's
+virtualenv (the harness sets ``PYTHONPATH``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+from typing import Any
+
+import _wire
+
+QUEUE = "bench"
+
+
+def client(dialect: str, db: str) -> None:
+    os.environ["BENCH_DIALECT"] = dialect
+    os.environ["BENCH_DB"] = db
+    os.environ["DJANGO_SETTINGS_MODULE"] = "ours_project.settings"
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    import cairnq_django as cairnq
+
+    def setup() -> None:
+        call_command("migrate", verbosity=0)
+
+    def enqueue_one(n: int) -> dict[str, float]:
+        start = _wire.now()
+        for i in range(n):
+            cairnq.submit("bench.noop", {"i": i}, queue=QUEUE)
+        return _wire.rate(n, _wire.now() - start)
+
+    def enqueue_bulk(n: int, chunk: int) -> dict[str, float]:
+        start = _wire.now()
+        for lo in range(0, n, chunk):
+            cairnq.submit_many([("bench.noop", {"i": i}) for i in range(lo, min(n, lo + chunk))], queue=QUEUE)
+        return _wire.rate(n, _wire.now() - start)
+
+    def submit(t: int, name: str = "bench.noop") -> dict[str, float]:
+        cairnq.submit(name, {"t": t}, queue=QUEUE)
+        return {"t_after": _wire.now()}
+
+    def claim_cost(k: int) -> dict[str, Any]:
+        from cairnq_django.store import get_store
+
+        store = get_store()
+        times = []
+        for _ in range(k):
+            start = _wire.now()
+            got = store.claim([QUEUE], "worker_bench_probe", limit=1, names=["bench.noop"])
+            times.append(_wire.now() - start)
+            if not got:
+                raise RuntimeError("claim returned nothing: probe tasks missing")
+        return {
+            "k": k,
+            "median_ms": statistics.median(times) * 1000,
+            "mean_ms": statistics.fmean(times) * 1000,
+            "times_ms": [t * 1000 for t in times],
+        }
+
+    _wire.serve(
+        {
+            "setup": setup,
+            "enqueue_one": enqueue_one,
+            "enqueue_bulk": enqueue_bulk,
+            "submit": submit,
+            "claim_cost": claim_cost,
+        }
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("role", choices=["client"])
+    parser.add_argument("--dialect", required=True, choices=["postgres", "sqlite"])
+    parser.add_argument("--db", required=True)
+    args = parser.parse_args()
+    client(args.dialect, args.db)
+
+
+if __name__ == "__main__":
+    main()

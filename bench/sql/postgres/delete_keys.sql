@@ -1,0 +1,2 @@
+-- Empty the key table before a measurement. No parameters.
+DELETE FROM cairnq_task_keys

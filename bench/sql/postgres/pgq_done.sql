@@ -1,0 +1,2 @@
+-- Count jobs pgqueuer logged as successful. No parameters.
+SELECT count(*) FROM pgqueuer_log WHERE status = 'successful'
