@@ -10,10 +10,14 @@ from __future__ import annotations
 
 import builtins
 import json
+import os
+import time
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from django.db import connections, transaction
+from django.db.models.base import ModelState
 
 from .. import payload as _payload
 from ..exceptions import AlreadyExists, LostLease, SerializationError
@@ -49,6 +53,59 @@ def decode_row(row: dict[str, Any]) -> dict[str, Any]:
     return row
 
 
+def decode_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Decode the JSON columns of many raw rows in place, with one parse.
+
+    A 256-row claim holds 512 small JSON texts (payload, metadata); parsing
+    them as one array costs a fraction of 512 ``json.loads`` calls. Every text
+    is a whole JSON value the database validated, so the joined array is valid
+    exactly when each part is; if not, the rows are decoded one by one, which
+    raises for the bad one.
+    """
+    texts: list[str] = []
+    slots: list[tuple[dict[str, Any], str]] = []
+    for row in rows:
+        for column in JSON_COLUMNS:
+            value = row.get(column)
+            if type(value) is str:
+                texts.append(value)
+                slots.append((row, column))
+            elif value is not None and column in row:
+                row[column] = _payload.decode(value)
+    if not texts:
+        return rows
+    try:
+        values = json.loads("[" + ",".join(texts) + "]")
+    except ValueError:
+        for row in rows:
+            decode_row(row)
+        return rows
+    for (row, column), value in zip(slots, values):
+        row[column] = value
+    return rows
+
+
+def task_from_row(alias: str, row: dict[str, Any]) -> Task:
+    """Build a ``Task`` from a decoded row, by column name, without ``Model.__init__``.
+
+    A claim of 256 rows spent most of its Python time in ``Model.__init__``
+    (per-field setattr, and the ``pre_init``/``post_init`` signals, twice per
+    row). The instance is the same one ``from_db`` builds (``_state.adding``
+    False, ``_state.db`` set), but those two signals are not sent for rows the
+    store reads: ``Task`` is unmanaged and the app connects nothing to them.
+    """
+    task = _new_task(Task)
+    state = ModelState()
+    state.adding = False
+    state.db = alias
+    row["_state"] = state
+    task.__dict__ = row
+    return task
+
+
+_new_task = object.__new__
+
+
 def encode_error(error: dict[str, Any], retryable: bool) -> str:
     """Encode an error envelope, falling back to the reduced envelope (3.13)."""
     try:
@@ -76,8 +133,46 @@ def validate_spec(spec: SubmitSpec) -> None:
         raise ValueError(f"delay_ms must be an integer >= 0, not {spec.delay_ms!r}")
 
 
+def _test_pause_after_lock() -> None:
+    """Sleep ``$CAIRNQ_TEST_PAUSE_AFTER_LOCK`` seconds inside a claim that drew rows.
+
+    Test-only (the fault suite kills a worker while its claim transaction
+    holds the row locks); unset, it costs one environment lookup per claim.
+    """
+    pause = os.environ.get("CAIRNQ_TEST_PAUSE_AFTER_LOCK")
+    if pause:
+        time.sleep(float(pause))
+
+
 def _unique(values: Iterable[str]) -> list[str]:
     return list(dict.fromkeys(values))
+
+
+@dataclass(frozen=True)
+class ClaimProbe:
+    """What the claimable probe saw: work due for the queues and names, an expired lease anywhere."""
+
+    due: bool
+    expired: bool
+
+    @property
+    def any(self) -> bool:
+        """Return True when a claim session has something to do."""
+        return self.due or self.expired
+
+
+def _once(run: Callable[[Sequence[str] | None, int], T]) -> Callable[[Sequence[str] | None, int], T]:
+    """Wrap a draw so a second call fails: a transactionless session may draw only once."""
+    used = False
+
+    def draw_once(names: Sequence[str] | None, limit: int) -> T:
+        nonlocal used
+        if used:
+            raise RuntimeError("a single-draw claim session drew twice")
+        used = True
+        return run(names, limit)
+
+    return draw_once
 
 
 class SQLStore(Store):
@@ -107,6 +202,10 @@ class SQLStore(Store):
     def _complete_many_params(self, items: builtins.list[tuple[str, str | None]]) -> dict[str, Any]:
         raise NotImplementedError
 
+    def _claim_commit(self, relaxed: bool) -> dict[str, Any]:
+        """Extra parameters of claim statements: how their commit waits (PostgreSQL only)."""
+        return {}
+
     def _fail_many_params(self, items: builtins.list[tuple[str, str, bool, int]]) -> dict[str, Any]:
         raise NotImplementedError
 
@@ -116,13 +215,16 @@ class SQLStore(Store):
         sql = load(self.dialect, name)
         with connections[self.alias].cursor() as cursor:
             cursor.execute(sql, {**params, **self._clock()})
-            if cursor.description is None:
+            # Read once: psycopg builds a fresh Column per column on every access.
+            description = cursor.description
+            if description is None:
                 return []
-            columns = [col[0] for col in cursor.description]
+            columns = [col[0] for col in description]
             return [dict(zip(columns, row)) for row in cursor.fetchall()]
 
     def _tasks(self, name: str, params: dict[str, Any]) -> builtins.list[Task]:
-        return [Task.from_row(self.alias, decode_row(row)) for row in self._rows(name, params)]
+        alias = self.alias
+        return [task_from_row(alias, row) for row in decode_rows(self._rows(name, params))]
 
     def _task(self, name: str, params: dict[str, Any]) -> Task | None:
         rows = self._tasks(name, params)
@@ -355,15 +457,20 @@ class SQLStore(Store):
         return int(self._rows("now_ms", {})[0]["now_ms"])
 
     def has_claimable(self, queues: Sequence[str], names: Sequence[str] | None) -> bool:
+        return self.probe_claim(queues, names).any
+
+    def probe_claim(self, queues: Sequence[str], names: Sequence[str] | None) -> ClaimProbe:
+        """Run the read-only probe (3.9 step 1): is work due, has any lease expired?"""
         params = {
             "queues": self._list(_unique(queues)),
             "names": None if names is None else self._list(_unique(names)),
         }
-        return bool(self._rows("claimable_probe", params)[0]["has_work"])
+        row = self._rows("claimable_probe", params)[0]
+        return ClaimProbe(due=bool(row["due"]), expired=bool(row["expired"]))
 
-    def _recover(self) -> int:
-        error = _payload.encode(LEASE_EXPIRED_ERROR)
-        return len(self._rows("recover_leases", {"lease_expired_error": error}))
+    def _recover(self, relaxed: bool = False) -> int:
+        params = {"lease_expired_error": _payload.encode(LEASE_EXPIRED_ERROR), **self._claim_commit(relaxed)}
+        return len(self._rows("recover_leases", params))
 
     def recover_leases(self) -> int:
         return self._run(self._recover)
@@ -375,11 +482,17 @@ class SQLStore(Store):
         lease_ms: int,
         names: Sequence[str] | None,
         limit: int,
+        relaxed: bool = False,
     ) -> builtins.list[Task]:
         """One claim draw, using the equality shape when one queue / one name."""
         if not queues:
             return []
-        params: dict[str, Any] = {"worker_id": worker_id, "lease_ms": lease_ms, "limit": limit}
+        params: dict[str, Any] = {
+            "worker_id": worker_id,
+            "lease_ms": lease_ms,
+            "limit": limit,
+            **self._claim_commit(relaxed),
+        }
         wanted = None if names is None else _unique(names)
         one_name = wanted is not None and len(wanted) == 1
         if len(queues) == 1:
@@ -401,22 +514,59 @@ class SQLStore(Store):
         lease_ms: int,
         probe_names: Sequence[str] | None,
         plan: Callable[[Draw], object],
+        *,
+        probe: ClaimProbe | bool = True,
+        recover: bool | None = None,
+        single_draw: bool = False,
+        async_commit: bool = False,
     ) -> builtins.list[Task] | None:
+        """Run one claim session (protocol 3.9); see ``Store.claim_session``.
+
+        ``probe`` is True to probe here, a ``ClaimProbe`` the caller just ran,
+        or False to skip the probe (the caller knows work is there). Lease
+        recovery runs when the probe saw an expired lease (otherwise it would
+        change nothing), or, without a probe, unless ``recover`` is False (a
+        worker that probed for expired leases moments ago). ``single_draw`` is the
+        caller's promise that ``plan`` draws at most once; with no recovery to
+        run, that draw is then one autocommit statement instead of a
+        transaction (BEGIN and COMMIT are two of a claim's round trips).
+        ``async_commit`` (workers, ``CAIRNQ["ASYNC_CLAIM_COMMIT"]``) lets the
+        session's commit return before PostgreSQL flushes it to disk.
+        """
         if not isinstance(lease_ms, int) or lease_ms < 1:
             raise ValueError(f"lease_ms must be an integer >= 1, not {lease_ms!r}")
         wanted_queues = _unique(queues)
-        if not self.has_claimable(wanted_queues, probe_names):
+        if probe is True:
+            probe = self.probe_claim(wanted_queues, probe_names)
+        if probe is not False and not probe.any:
             return None
+        if recover is None:
+            recover = probe is False or probe.expired
+        # The fault suite's pause needs a claim transaction to hold open.
+        alone = single_draw and not recover and not os.environ.get("CAIRNQ_TEST_PAUSE_AFTER_LOCK")
+
+        def run(names: Sequence[str] | None, limit: int) -> builtins.list[Task]:
+            return self._draw(wanted_queues, worker_id, lease_ms, names, limit, async_commit)
+
+        if alone:
+
+            def statement() -> builtins.list[Task]:
+                draw = Draw(run=_once(run))  # fresh per attempt, as below
+                plan(draw)
+                return draw.rows
+
+            return self._run(statement)
 
         def session() -> builtins.list[Task]:
             # A fresh Draw per attempt: a retried session must not report rows
             # drawn by a rolled-back one.
-            draw = Draw(
-                run=lambda names, limit: self._draw(wanted_queues, worker_id, lease_ms, names, limit)
-            )
+            draw = Draw(run=run)
             with self._atomic():
-                self._recover()
+                if recover:
+                    self._recover(async_commit)
                 plan(draw)
+                if draw.rows:
+                    _test_pause_after_lock()
             return draw.rows
 
         return self._run(session)

@@ -27,6 +27,10 @@ class PostgresStore(SQLStore):
     def _clock(self) -> dict[str, Any]:
         return {}
 
+    def _claim_commit(self, relaxed: bool) -> dict[str, Any]:
+        # None keeps the session's own setting (set_config with its current value).
+        return {"synchronous_commit": "off" if relaxed else None}
+
     def _complete_many_params(self, items: list[tuple[str, str | None]]) -> dict[str, Any]:
         return {"ids": [i for i, _ in items], "results": [r for _, r in items]}
 

@@ -16,7 +16,7 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from django.core.exceptions import ImproperlyConfigured
 from django.db import Error as DatabaseError
@@ -37,10 +37,14 @@ from .sweeper import Sweeper
 from .wakeup import FileWaker, PgWaker, Waker
 
 if TYPE_CHECKING:
+    from ..store._common import SQLStore
     from ..store.base import Draw, Store
 
 logger = logging.getLogger("cairnq_django.worker")
 
+# While busy, a source whose draw came back empty is drawn last in the polls
+# of the next 50 ms, so a poll usually ends at its first draw (see _claim).
+EMPTY_SOURCE_HOLD_S = 0.05
 # After a failed claim, wait before polling again (grows, capped, jittered).
 CLAIM_ERROR_BACKOFF_S = 0.25
 CLAIM_ERROR_BACKOFF_MAX_S = 5.0
@@ -64,6 +68,7 @@ class WorkerOptions:
     drain_timeout: float = 30.0
     burst: bool = False
     max_tasks: int | None = None
+    async_claim_commit: bool = True
 
     @classmethod
     def from_settings(cls, **overrides: Any) -> WorkerOptions:
@@ -84,6 +89,7 @@ class WorkerOptions:
             retry_backoff_ms=config["RETRY_BACKOFF_MS"],
             retry_backoff_max_ms=config["RETRY_BACKOFF_MAX_MS"],
             drain_timeout=float(config["DRAIN_TIMEOUT"]),
+            async_claim_commit=bool(config["ASYNC_CLAIM_COMMIT"]),
         )
         for key, value in overrides.items():
             if value is None:
@@ -132,6 +138,15 @@ class Worker(ContextHooks):
         self.inflight: dict[str, tuple[TaskContext, Call]] = {}
         self._inflight_lock = threading.Lock()
         self._cursor = 0
+        # Claim fast path (see _claim): did a draw of the last poll come back full,
+        # when did sources last come back empty, when did we last probe?
+        self._last_full = False
+        self._empty_until: dict[tuple[str, ...], float] = {}
+        self._probed_at = -1e9
+        self._hinted = False
+        self._was_idle = True
+        self._productive_at: dict[tuple[str, ...], float] = {}
+        self._poll_s = options.poll_interval_ms / 1000
         self._stop_requested = False
         self.claimed = 0
         self.finished = 0
@@ -263,9 +278,21 @@ class Worker(ContextHooks):
         )
 
     # ---- ContextHooks ----------------------------------------------------------------
-    def lease_lost(self, ctx: TaskContext) -> None:
+    def _forget(self, ctx: TaskContext) -> tuple[TaskContext, Call] | None:
+        """Drop ``ctx``'s in-flight entry -- only if it is still ``ctx``'s.
+
+        A task settled as queued can be claimed again (by us) before its old
+        run's bookkeeping ends; popping by id alone would drop the new run's
+        entry and leave its lease without heartbeats.
+        """
         with self._inflight_lock:
-            self.inflight.pop(ctx.task_id, None)
+            entry = self.inflight.get(ctx.task_id)
+            if entry is None or entry[0] is not ctx:
+                return None
+            return self.inflight.pop(ctx.task_id)
+
+    def lease_lost(self, ctx: TaskContext) -> None:
+        self._forget(ctx)
         signals.task_lease_lost.send(
             sender=Task,
             task_id=ctx.task_id,
@@ -275,8 +302,7 @@ class Worker(ContextHooks):
         )
 
     def settled(self, ctx: TaskContext, status: str) -> None:
-        with self._inflight_lock:
-            entry = self.inflight.pop(ctx.task_id, None)
+        entry = self._forget(ctx)
         self._finished(ctx, status, entry[1] if entry else None)
 
     # ---- bookkeeping callbacks ------------------------------------------------------------
@@ -291,14 +317,12 @@ class Worker(ContextHooks):
         self.waker.wake()
 
     def _on_settled(self, item: Settlement, status: str) -> None:
-        with self._inflight_lock:
-            self.inflight.pop(item.ctx.task_id, None)
+        self._forget(item.ctx)
         self._finished(item.ctx, status, item.call)
 
     def _on_settle_lost(self, item: Settlement) -> None:
         if item.ctx._lost:
-            with self._inflight_lock:
-                self.inflight.pop(item.ctx.task_id, None)
+            self._forget(item.ctx)
         else:
             item.ctx._lose()
 
@@ -339,6 +363,8 @@ class Worker(ContextHooks):
                 ctx.attempt,
                 duration,
             )
+        if not signals.task_finished.receivers:
+            return  # nobody listens: skip building 8 arguments per task
         signals.task_finished.send(
             sender=Task,
             task_id=ctx.task_id,
@@ -386,14 +412,20 @@ class Worker(ContextHooks):
             if max_tasks is not None and self.claimed >= max_tasks:
                 return
             self.ticker.maybe_tick()
+            # Read the counter before the check: a release landing in between
+            # must end the wait at once, not after the 0.1 s timeout.
+            seen = self.budgets.releases
             if self.budgets.must_wait():
-                self.budgets.wait_for_release(self.budgets.releases, 0.1)
+                self.budgets.wait_for_release(seen, 0.1)
                 continue
             if not self.sources:
                 if self.options.burst:
                     return
                 self.waker.wait(poll_s)
                 continue
+            # A wake-up from LISTEN (work arrived in our queues) or a freed
+            # slot: worth drawing at once, without asking the probe first.
+            self._hinted = self.store.dialect == "postgres" and self.waker.event.is_set()
             self.waker.arm()
             seen_releases = self.budgets.releases
             # Burst ends only after an empty claim that started with nothing in
@@ -440,6 +472,17 @@ class Worker(ContextHooks):
     def _claim(
         self,
     ) -> list[tuple[Source, list[tuple[TaskDefinition | None, list[Task]]]]]:
+        """Run one poll: claim sessions of one draw each, up to the first that gets rows.
+
+        A poll of the protocol draws every source in one transaction; here each
+        source is drawn by a session of its own, in the same rotating order,
+        and the poll ends at the first source that got rows (the loop polls
+        again at once, from the next source, while slots are free). The rows
+        and their order are the same; each single-draw session is one
+        autocommit statement instead of BEGIN, draws and COMMIT. When the probe
+        reports an expired lease, the poll is the protocol's full session:
+        recovery, then every draw, in one transaction.
+        """
         sources = self.sources
         start = self._cursor % len(sources)
         order = sources[start:] + sources[:start]
@@ -448,15 +491,65 @@ class Worker(ContextHooks):
         # rows (plain one-step rotation would hand every poll that starts on an
         # empty source to the same next busy one).
         self._cursor = (start + 1) % len(sources)
+        now = time.monotonic()
+        # The probe answers two questions: is anything due (skip it when the
+        # last draw came back full or LISTEN just said so: the draws answer
+        # that themselves), and has a lease expired (asked at least once per
+        # poll interval, as often as an idle worker asks it).
+        if not (self._last_full or self._hinted) or now - self._probed_at >= self._poll_s:
+            probe = self._sql_store.probe_claim(self.options.queues, self.names)
+            self._probed_at = now
+            if not probe.any:
+                self._last_full = False
+                self._was_idle = True
+                return []
+            if probe.expired:
+                drawn = self._session(order, probe=probe)
+                self._was_idle = not drawn
+                return drawn
+        if self._last_full:
+            # Busy: sources that came back empty moments ago go last, so the
+            # poll usually ends at its first draw.
+            fresh = [s for s in order if self._empty_until.get(s.names, 0.0) <= now]
+            order = fresh + [s for s in order if s not in fresh]
+        elif self._hinted and self._was_idle:
+            # Woken from idle by LISTEN: try the source that had work most
+            # recently first (rotation resumes with the next poll; nothing
+            # competes for the slots of an idle worker).
+            order = sorted(order, key=lambda s: -self._productive_at.get(s.names, 0.0))
+        for source in order:
+            drawn = self._session([source], probe=False)
+            if drawn:
+                self._was_idle = False
+                self._productive_at[drawn[0][0].names] = now
+                return drawn
+        self._last_full = False
+        self._was_idle = True
+        return []
+
+    @property
+    def _sql_store(self) -> SQLStore:
+        # The claim shortcuts (probe answers, single-draw sessions, async
+        # commit) are the SQL store's, beyond the abstract Store contract.
+        return cast("SQLStore", self.store)
+
+    def _session(
+        self, order: list[Source], *, probe: Any
+    ) -> list[tuple[Source, list[tuple[TaskDefinition | None, list[Task]]]]]:
+        """Run one claim session drawing ``order`` (``probe``: a ClaimProbe, or False for none)."""
+        sources = self.sources
         remaining = (
             None
             if self.options.max_tasks is None
             else self.options.max_tasks - self.claimed
         )
         drawn: list[tuple[Source, list[tuple[TaskDefinition | None, list[Task]]]]] = []
+        full = [False]
+        hold_until = time.monotonic() + EMPTY_SOURCE_HOLD_S
 
         def plan(draw: Draw) -> None:
             drawn.clear()
+            full[0] = False
             left = self.budgets.free()
             rows_left = remaining
             taken: dict[str, int] = {}
@@ -471,8 +564,12 @@ class Worker(ContextHooks):
                 if rows_left is not None:
                     limit = min(limit, rows_left)
                 rows = draw(list(source.names), limit)
+                if len(rows) == limit:
+                    full[0] = True
                 if not rows:
+                    self._empty_until[source.names] = hold_until
                     continue
+                self._empty_until.pop(source.names, None)
                 calls = self._group(rows)
                 if not drawn:
                     self._cursor = (sources.index(source) + 1) % len(sources)
@@ -483,13 +580,21 @@ class Worker(ContextHooks):
                 if source.resource is not None:
                     taken[source.resource] = taken.get(source.resource, 0) + len(calls)
 
+        single = len(order) == 1
+
         def session() -> Any:
-            return self.store.claim_session(
+            return self._sql_store.claim_session(
                 self.options.queues,
                 self.worker_id,
                 self.options.lease_ms,
                 self.names,
                 plan,
+                probe=probe,
+                # Without a probe, expired leases were checked less than a
+                # poll interval ago (see _claim).
+                recover=None if probe is not False else False,
+                single_draw=single,
+                async_commit=self.options.async_claim_commit,
             )
 
         if self.write_lock is not None:
@@ -497,6 +602,7 @@ class Worker(ContextHooks):
                 rows = session()
         else:
             rows = session()
+        self._last_full = bool(rows) and full[0]
         if not rows:
             return []
         return drawn
@@ -538,9 +644,23 @@ class Worker(ContextHooks):
                 ctxs = [self._context(row) for row in rows]
                 nbytes = sum(byte_size(row.payload) for row in rows) if measure else 0
                 call = Call(definition, source, ctxs, nbytes)
+                superseded = []
                 with self._inflight_lock:
                     for ctx in ctxs:
+                        old = self.inflight.get(ctx.task_id)
+                        if old is not None and not old[0]._busy:
+                            superseded.append(old[0])
                         self.inflight[ctx.task_id] = (ctx, call)
+                for old_ctx in superseded:
+                    # We claimed a task we still run: our lease was lost and the
+                    # task redelivered to us (same worker id). Fence the old run
+                    # locally, as the owner check cannot tell the two apart.
+                    if old_ctx._mark_lost():
+                        logger.warning(
+                            "task=%s re-claimed while an earlier run of it is still in flight; "
+                            "that run can no longer write",
+                            old_ctx.task_id,
+                        )
                 if definition is None:
                     # Reachable only if a handler is unregistered mid-run: fail it
                     # permanently, without a heartbeat or a handler call.
@@ -555,7 +675,9 @@ class Worker(ContextHooks):
                     )
                     continue
                 self.budgets.acquire(source, nbytes)
-                for ctx in ctxs:
+                started = bool(signals.task_started.receivers)
+                # Per-task logging and signals only when someone is listening.
+                for ctx in ctxs if (debug or started) else ():
                     if debug:
                         logger.debug(
                             "task claimed: task=%s name=%s attempt=%s",
@@ -563,14 +685,15 @@ class Worker(ContextHooks):
                             ctx.name,
                             ctx.attempt,
                         )
-                    signals.task_started.send(
-                        sender=Task,
-                        task_id=ctx.task_id,
-                        name=ctx.name,
-                        queue=ctx.queue,
-                        attempt=ctx.attempt,
-                        worker_id=self.worker_id,
-                    )
+                    if started:
+                        signals.task_started.send(
+                            sender=Task,
+                            task_id=ctx.task_id,
+                            name=ctx.name,
+                            queue=ctx.queue,
+                            attempt=ctx.attempt,
+                            worker_id=self.worker_id,
+                        )
                 self.executor.submit(call)
 
     def _no_handler(self, ctx: TaskContext) -> Any:

@@ -121,6 +121,8 @@ def _plan(dialect: str, name: str, params: dict[str, Any]) -> str:
         with connection.cursor() as cursor:
             cursor.execute("EXPLAIN QUERY PLAN " + sql, params)
             return "\n".join(str(row[-1]) for row in cursor.fetchall())
+    if "%(synchronous_commit)s" in sql:  # claim statements: keep the session's setting
+        params = {"synchronous_commit": None, **params}
     with connection.cursor() as cursor:
         cursor.execute("EXPLAIN " + sql, params)
         return "\n".join(row[0] for row in cursor.fetchall())

@@ -1,11 +1,13 @@
 -- Read-only probe before a claim session (protocol 3.9 step 1): is any task
 -- claimable now for these queues and names, or has any lease expired anywhere?
 -- params: queues (text[]), names (text[] or null = any name)
--- Two EXISTS rather than one OR so each arm picks its own index and stops at its
--- first row. The queued arm looks at each queue on its own (LATERAL over the
--- list) and asks for that queue's first row in claim order: the ORDER BY is what
--- makes the planner walk cairnq_tasks_claim_idx from the head instead of a
--- sequential scan it wrongly believes will meet a due row early (old terminal
+-- The two questions come back as two columns (due, expired): the session runs
+-- recover_leases only when a lease has expired, since it would change nothing
+-- otherwise. Two EXISTS rather than one OR so each arm picks its own index and
+-- stops at its first row. The queued arm looks at each queue on its own (LATERAL
+-- over the list) and asks for that queue's first row in claim order: the ORDER BY
+-- is what makes the planner walk cairnq_tasks_claim_idx from the head instead of
+-- a sequential scan it wrongly believes will meet a due row early (old terminal
 -- rows fill the start of the heap). The lease arm reads the partial
 -- cairnq_tasks_lease_idx and is deliberately unfiltered: recovering any dead
 -- worker's task is every worker's job. The clock is a scalar subquery,
@@ -24,10 +26,10 @@ SELECT
             ORDER BY priority DESC, run_at_ms, id
             LIMIT 1
         ) AS due
-    )
-    OR EXISTS (
+    ) AS due,
+    EXISTS (
         SELECT 1 FROM cairnq_tasks
         WHERE status = 'running'
           AND lease_until_ms IS NOT NULL
           AND lease_until_ms <= (SELECT (extract(epoch from clock_timestamp()) * 1000)::bigint)
-    ) AS has_work
+    ) AS expired

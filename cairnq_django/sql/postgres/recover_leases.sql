@@ -2,13 +2,26 @@
 -- any name. Per row, cancel wins: cancel requested -> canceled; attempts left ->
 -- queued for redelivery (progress of the dead attempt cleared); otherwise failed
 -- with the lease-expired envelope. Every branch clears the lease.
--- params: lease_expired_error (JSON text)
+-- params: lease_expired_error (JSON text), synchronous_commit (text or null)
 -- The candidates are locked FOR UPDATE SKIP LOCKED in a MATERIALIZED CTE (run
 -- once; a re-scanned locking subquery misbehaves inside an UPDATE): a row
 -- another worker is recovering, or its owner is settling right now, is skipped
 -- and that transaction's outcome stands; no two recoverers deadlock. The clock is
 -- a scalar subquery so it bounds a range of the partial cairnq_tasks_lease_idx.
-WITH expired AS MATERIALIZED (
+-- synchronous_commit: 'off' lets this claim's commit return before its WAL
+-- record is flushed (CAIRNQ["ASYNC_CLAIM_COMMIT"], worker only), null keeps the
+-- session's setting. set_config(..., true) is SET LOCAL: it lasts until the
+-- transaction ends, including the implicit one of an autocommit statement, and
+-- the commit_mode CTE is joined below so it is evaluated (once) whenever a row
+-- is written. See docs/performance-notes.md for what a lost claim costs.
+WITH commit_mode AS MATERIALIZED (
+    SELECT set_config(
+        'synchronous_commit',
+        COALESCE(%(synchronous_commit)s::text, current_setting('synchronous_commit')),
+        true
+    ) AS applied
+),
+expired AS MATERIALIZED (
     SELECT id FROM cairnq_tasks
     WHERE status = 'running'
       AND lease_until_ms IS NOT NULL
@@ -42,6 +55,6 @@ SET status = CASE
         WHEN t.cancel_requested_at_ms IS NULL AND t.attempt < t.max_attempts THEN NULL
         ELSE t.message END,
     updated_at_ms = (extract(epoch from clock_timestamp()) * 1000)::bigint
-FROM expired
+FROM expired, commit_mode
 WHERE t.id = expired.id
 RETURNING t.id, t.status

@@ -2,12 +2,14 @@
 -- claimable now for these queues and names, or has any lease expired anywhere?
 -- params: queues (JSON array text), names (JSON array text or null = any name),
 --         now (process ms)
--- Run outside any transaction so idle workers never queue on the write lock.
--- Two EXISTS rather than one OR: an OR across two index shapes gets no index,
--- while each EXISTS picks its own (cairnq_tasks_claim_idx, and the partial
--- cairnq_tasks_lease_idx, whose predicate is repeated literally so SQLite may
--- use it) and stops at its first row. The lease arm is unfiltered on purpose:
--- recovering any dead worker's task is every worker's job.
+-- The two questions come back as two columns (due, expired): the session runs
+-- recover_leases only when a lease has expired, since it would change nothing
+-- otherwise. Run outside any transaction so idle workers never queue on the
+-- write lock. Two EXISTS rather than one OR: an OR across two index shapes gets
+-- no index, while each EXISTS picks its own (cairnq_tasks_claim_idx, and the
+-- partial cairnq_tasks_lease_idx, whose predicate is repeated literally so
+-- SQLite may use it) and stops at its first row. The lease arm is unfiltered on
+-- purpose: recovering any dead worker's task is every worker's job.
 SELECT
     EXISTS (
         SELECT 1 FROM cairnq_tasks
@@ -15,10 +17,10 @@ SELECT
           AND status = 'queued'
           AND (%(names)s IS NULL OR name IN (SELECT value FROM json_each(%(names)s)))
           AND run_at_ms <= %(now)s
-    )
-    OR EXISTS (
+    ) AS due,
+    EXISTS (
         SELECT 1 FROM cairnq_tasks
         WHERE status = 'running'
           AND lease_until_ms IS NOT NULL
           AND lease_until_ms <= %(now)s
-    ) AS has_work
+    ) AS expired

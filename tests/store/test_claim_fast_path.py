@@ -1,0 +1,131 @@
+"""The claim session's shortcuts (issue 7) and the guarantees they must keep.
+
+Pins: a probe that stops telling an expired lease apart from due work (so
+recovery would run every poll, or never); a recovery skipped although a lease
+expired; a single-draw session that still opens a transaction (two wasted round
+trips) or that lets a plan draw twice outside one; ``async_commit`` leaking
+``synchronous_commit = off`` into other transactions on the connection, or not
+reaching the claim at all; rows decoded in bulk differing from rows decoded one
+by one.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from cairnq_django import payload
+from cairnq_django.store._common import decode_row, decode_rows
+from cairnq_django.store.base import Store, SubmitSpec
+
+
+def submit(store: Store, name: str = "job", value: Any = None, **kwargs: Any) -> Any:
+    return store.submit(SubmitSpec(name=name, payload_json=payload.encode_object(value), **kwargs))
+
+
+def expire_lease(store: Store, lease_ms: int = 100) -> Any:
+    task = submit(store, "stale")
+    (claimed,) = store.claim(["default"], "w-dead", lease_ms=lease_ms, names=["stale"])
+    assert claimed.id == task.id
+    time.sleep(lease_ms / 1000 + 0.05)
+    return task
+
+
+def test_probe_answers_due_and_expired_separately(store: Store) -> None:
+    nothing = store.probe_claim(["default"], None)
+    assert (nothing.due, nothing.expired, nothing.any) == (False, False, False)
+    submit(store, "a")
+    due = store.probe_claim(["default"], ["a"])
+    assert (due.due, due.expired) == (True, False)
+    assert store.probe_claim(["default"], ["b"]).due is False
+    expire_lease(store)
+    mixed = store.probe_claim(["default"], ["b"])
+    assert (mixed.due, mixed.expired, mixed.any) == (False, True, True)
+
+
+def test_recovery_runs_only_when_a_lease_expired(store: Store) -> None:
+    submit(store, "a")
+
+    def plan(draw: Any) -> None:
+        draw(["a"], 1)
+
+    with CaptureQueriesContext(connection) as ctx:
+        assert len(store.claim_session(["default"], "w1", 30_000, ["a"], plan) or []) == 1
+    assert not any("Recover every expired lease" in q["sql"] for q in ctx.captured_queries)
+
+    stale = expire_lease(store)
+    submit(store, "a")
+    with CaptureQueriesContext(connection) as ctx:
+        rows = store.claim_session(["default"], "w1", 30_000, ["a"], plan, single_draw=True) or []
+    assert len(rows) == 1
+    assert any("Recover every expired lease" in q["sql"] for q in ctx.captured_queries)
+    recovered = store.get(stale.id)
+    assert recovered is not None and recovered.status == "queued" and recovered.worker_id is None
+
+
+def test_single_draw_session_runs_without_a_transaction(store: Store) -> None:
+    submit(store, "a")
+    seen: list[bool] = []
+
+    def plan(draw: Any) -> None:
+        seen.append(connection.in_atomic_block)
+        draw(["a"], 1)
+
+    with CaptureQueriesContext(connection) as ctx:
+        rows = store.claim_session(
+            ["default"], "w1", 30_000, ["a"], plan, probe=False, recover=False, single_draw=True
+        )
+    assert rows is not None and len(rows) == 1 and rows[0].status == "running"
+    assert seen == [False]
+    assert [q["sql"] for q in ctx.captured_queries if q["sql"].strip().upper() in ("BEGIN", "COMMIT")] == []
+    assert len(ctx.captured_queries) == 1  # no probe, no recovery: the draw alone
+
+
+def test_single_draw_session_refuses_a_second_draw(store: Store) -> None:
+    submit(store, "a")
+    submit(store, "b")
+
+    def plan(draw: Any) -> None:
+        draw(["a"], 1)
+        draw(["b"], 1)
+
+    with pytest.raises(RuntimeError, match="drew twice"):
+        store.claim_session(["default"], "w1", 30_000, None, plan, probe=False, recover=False, single_draw=True)
+
+
+def test_async_commit_applies_to_the_claim_transaction_only(store: Store, dialect: str) -> None:
+    if dialect != "postgres":
+        pytest.skip("synchronous_commit is a PostgreSQL setting")
+    submit(store, "a")
+    submit(store, "a")
+    inside: list[str] = []
+
+    def plan(draw: Any) -> None:
+        draw(["a"], 1)
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT current_setting('synchronous_commit')")
+            inside.append(cursor.fetchone()[0])
+
+    store.claim_session(["default"], "w1", 30_000, ["a"], plan, async_commit=True)
+    store.claim_session(["default"], "w1", 30_000, ["a"], plan, async_commit=False)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT current_setting('synchronous_commit')")
+        after = cursor.fetchone()[0]
+    assert inside == ["off", "on"]
+    assert after == "on"  # SET LOCAL semantics: nothing leaks past the claim
+
+
+def test_bulk_decoding_matches_row_by_row() -> None:
+    texts = ['{"a":[1,2,{"b":null}]}', '"42"', "[]", "3.5", '"s3://x"', "null", '{"k":"\\u00e9"}']
+    rows = [
+        {"id": str(i), "payload": text, "metadata": "{}", "result": None, "error": text}
+        for i, text in enumerate(texts)
+    ]
+    one_by_one = [decode_row(dict(row)) for row in rows]
+    assert decode_rows([dict(row) for row in rows]) == one_by_one
+    with pytest.raises(ValueError):
+        decode_rows([{"payload": "{not json", "metadata": "{}"}])
