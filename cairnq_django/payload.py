@@ -8,6 +8,8 @@ silently change values, so every write goes through ``encode`` instead.
 from __future__ import annotations
 
 import json
+import math
+import re
 from typing import Any
 
 from .exceptions import SerializationError
@@ -28,14 +30,91 @@ def encode(value: Any, *, what: str = "value") -> str:
 
 
 def encode_object(value: Any, *, what: str = "payload") -> str:
-    """Encode a JSON object (dict); other SDKs fail on other top-level values."""
+    """Encode a JSON object (dict); other SDKs fail on other top-level values.
+
+    Beyond ``encode``: text one database cannot store is refused on both
+    dialects alike — NUL (PostgreSQL's jsonb rejects it) and lone surrogates
+    (not UTF-8). Non-string keys are spelled as strings, as every cairnq SDK
+    does (protocol 2.2). Checks run on the encoded text, so the common case
+    costs one scan; only a refusal walks the value to name the JSON path.
+    """
     if value is None:
         return "{}"
     if not isinstance(value, dict):
         raise SerializationError(
             f"{what} must be a JSON object (a dict), not {type(value).__name__}"
         )
-    return encode(value, what=what)
+    try:
+        text = encode(value, what=what)
+    except SerializationError as exc:
+        raise SerializationError(f"{exc} (at {_first_problem(value, what, deep=True) or what})") from exc
+    if _ESCAPED_NUL.search(text) or not _is_utf8(text):
+        problem = _first_problem(value, what) or f"{what}: text that cannot be stored"
+        raise SerializationError(f"{what} cannot be stored as JSON: {problem}")
+    return text
+
+
+# A JSON \u0000 escape not itself preceded by an escaped backslash.
+_ESCAPED_NUL = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
+
+
+def _is_utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+_MAX_DEPTH = 500
+
+
+def _text_problem(path: str, text: str) -> str | None:
+    if "\x00" in text:
+        return f"{path}: contains NUL (\\u0000), which PostgreSQL cannot store"
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return f"{path}: contains a lone surrogate, which is not valid UTF-8"
+    return None
+
+
+def _first_problem(value: Any, root: str, *, deep: bool = False) -> str | None:
+    """Return ``"<json path>: <reason>"`` for the first value JSON cannot carry faithfully.
+
+    Iterative (no recursion limit); ``deep`` also reports what ``json`` itself
+    rejects (types, NaN), used only to name the path of an encoding failure.
+    """
+    stack: list[tuple[str, Any, int]] = [(root, value, 0)]
+    while stack:
+        path, item, depth = stack.pop()
+        if depth > _MAX_DEPTH:
+            shown = path if len(path) <= 80 else path[:60] + "..."
+            return f"{shown}: nested deeper than {_MAX_DEPTH} levels"
+        if isinstance(item, str):
+            problem = _text_problem(path, item)
+            if problem:
+                return problem
+        elif isinstance(item, dict):
+            for key, child in reversed(list(item.items())):
+                if not isinstance(key, (str, int, float, bool)) and key is not None:
+                    if deep:
+                        return f"{path}: key {key!r} is {type(key).__name__}; JSON object keys must be strings"
+                    continue
+                if isinstance(key, str):
+                    problem = _text_problem(f"{path}[{key!r}]", key)
+                    if problem:
+                        return problem
+                stack.append((f"{path}[{key!r}]", child, depth + 1))
+        elif isinstance(item, (list, tuple)):
+            for index in range(len(item) - 1, -1, -1):
+                stack.append((f"{path}[{index}]", item[index], depth + 1))
+        elif isinstance(item, float):
+            if deep and not math.isfinite(item):
+                return f"{path}: {item!r} is not valid JSON"
+        elif deep and not (item is None or isinstance(item, (bool, int))):
+            return f"{path}: {type(item).__name__} is not JSON-serializable"
+    return None
 
 
 def decode(text: str | bytes | None) -> Any:
