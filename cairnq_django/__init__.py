@@ -57,6 +57,7 @@ from .exceptions import (
     AlreadyExists,
     CairnQError,
     LostLease,
+    PayloadTooLarge,
     QueueFull,
     SchemaNotInstalled,
     SerializationError,
@@ -150,6 +151,7 @@ __all__ = [
     "TaskCanceled",
     "TaskTimeout",
     "QueueFull",
+    "PayloadTooLarge",
     "UnknownTask",
     "SchemaNotInstalled",
 ]

@@ -17,7 +17,8 @@ from django.contrib.admin.views.main import ChangeList
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.db import connections
-from django.db.models import Q, QuerySet
+from django.db.models import Case, F, Func, IntegerField, Q, QuerySet, TextField, Value, When
+from django.db.models.functions import Cast, Substr
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import URLPattern, path, reverse
 from django.utils import timezone
@@ -36,6 +37,8 @@ COUNT_CAP = 10_000
 PREVIEW_CHARS = 60
 # The detail page shows whole documents up to this size, then cuts with a note.
 DETAIL_CHARS = 100_000
+# The changelist reads at most this much of a payload from the database.
+PREVIEW_SOURCE_CHARS = 2048
 CANCEL_REQUESTED = "cancel_requested"
 
 
@@ -177,6 +180,39 @@ def _pretty_json(value: Any, limit: int) -> SafeString | str:
     return format_html('<pre class="cairnq-json">{}</pre>', text)
 
 
+def _with_payload_head(queryset: QuerySet[Task]) -> QuerySet[Task]:
+    """Load only the start of each payload for the changelist, never whole documents.
+
+    A page of 50 rows holding 50 MB payloads would otherwise read, decode and
+    re-encode gigabytes. SQLite reads a prefix; PostgreSQL cannot cut jsonb
+    without converting all of it to text, so it returns small payloads whole
+    and for larger ones only their stored size (``pg_column_size``, no detoast).
+    """
+    queryset = queryset.defer("payload")
+    if connections[queryset.db].vendor == "postgresql":
+        size = Func(F("payload"), function="pg_column_size", output_field=IntegerField())
+        head = Case(
+            When(payload_bytes__lte=PREVIEW_SOURCE_CHARS, then=Cast("payload", TextField())),
+            default=Value(None),
+            output_field=TextField(),
+        )
+        return queryset.annotate(payload_bytes=size).annotate(payload_head=head)
+    return queryset.annotate(
+        payload_head=Substr(Cast("payload", TextField()), 1, PREVIEW_SOURCE_CHARS + 1)
+    )
+
+
+def _preview_from_head(head: str | None, stored_bytes: int | None) -> str:
+    if head is None:
+        return str(_("(large payload: %(size)s bytes stored)") % {"size": stored_bytes})
+    if len(head) <= PREVIEW_SOURCE_CHARS:
+        try:
+            return json.dumps(json.loads(head), ensure_ascii=False, sort_keys=True)
+        except ValueError:
+            pass
+    return head
+
+
 def _has_perm(request: HttpRequest, perm: str) -> bool:
     user: Any = request.user
     return bool(user.has_perm(perm))
@@ -268,7 +304,11 @@ class TaskAdmin(admin.ModelAdmin):
 
     # ---- queries -------------------------------------------------------
     def get_queryset(self, request: HttpRequest) -> QuerySet[Task]:
-        return super().get_queryset(request).using(_alias())
+        queryset = super().get_queryset(request).using(_alias())
+        match = getattr(request, "resolver_match", None)
+        if match is not None and match.url_name == f"{self.opts.app_label}_{self.opts.model_name}_changelist":
+            queryset = _with_payload_head(queryset)
+        return queryset
 
     def get_search_results(
         self, request: HttpRequest, queryset: QuerySet[Task], search_term: str
@@ -381,7 +421,10 @@ class TaskAdmin(admin.ModelAdmin):
 
     @admin.display(description=_("payload"))
     def payload_preview(self, obj: Task) -> SafeString:
-        text = json.dumps(obj.payload, ensure_ascii=False, sort_keys=True)
+        if hasattr(obj, "payload_head"):
+            text = _preview_from_head(obj.payload_head, getattr(obj, "payload_bytes", None))
+        else:
+            text = json.dumps(obj.payload, ensure_ascii=False, sort_keys=True)
         return format_html('<code class="cairnq-preview">{}</code>', Truncator(text).chars(PREVIEW_CHARS))
 
     # ---- detail page ---------------------------------------------------

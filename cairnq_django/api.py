@@ -22,12 +22,15 @@ from django.db import connections, transaction
 from . import _wait, backpressure, signals
 from ._wait import TaskRef
 from .conf import get_config
-from .exceptions import TaskCanceled, TaskFailed
+from .exceptions import PayloadTooLarge, TaskCanceled, TaskFailed
 from .payload import encode_object
 
 if TYPE_CHECKING:
     from .models import Task
     from .store.base import Store, SubmitSpec
+
+# Longest name, queue, key or correlation id submit accepts, in UTF-8 bytes.
+MAX_TEXT_BYTES = 1024
 
 CONFLICTS = ("reuse", "reuse-succeeded", "reject", "replace")
 STATUSES = ("queued", "running", "succeeded", "failed", "canceled")
@@ -61,6 +64,16 @@ def _require_text(value: Any, label: str, *, optional: bool = False) -> None:
         return
     if not isinstance(value, str) or not value:
         raise ValueError(f"{label} must be a non-empty string, got {value!r}")
+    if "\x00" in value:
+        # PostgreSQL text cannot hold NUL (SQLite can): refuse it on both alike.
+        raise ValueError(f"{label} must not contain NUL (\\x00), got {value[:80]!r}")
+    if len(value) > MAX_TEXT_BYTES // 4 and len(value.encode("utf-8")) > MAX_TEXT_BYTES:
+        # PostgreSQL refuses longer values where they are indexed (a b-tree
+        # entry tops out near 2.7 kB) or announced (NOTIFY carries the queue).
+        raise ValueError(
+            f"{label} must be at most {MAX_TEXT_BYTES} bytes of UTF-8, got "
+            f"{len(value.encode('utf-8'))} bytes starting {value[:40]!r}"
+        )
 
 
 def _require_int(value: Any, label: str, minimum: int | None = None) -> None:
@@ -73,6 +86,16 @@ def _require_int(value: Any, label: str, minimum: int | None = None) -> None:
 def _require_status(status: Any, label: str = "status", allowed: Sequence[str] = STATUSES) -> None:
     if status is not None and status not in allowed:
         raise ValueError(f"{label} must be one of {', '.join(allowed)}; got {status!r}")
+
+
+def _check_payload_size(payload_json: str) -> None:
+    limit = get_config()["MAX_PAYLOAD_BYTES"]
+    # A UTF-8 character takes 1-4 bytes: most payloads are decided by length alone.
+    if limit is None or len(payload_json) * 4 <= limit:
+        return
+    size = len(payload_json.encode("utf-8"))
+    if size > limit:
+        raise PayloadTooLarge(size, limit)
 
 
 def build_spec(
@@ -112,6 +135,7 @@ def build_spec(
     ):
         _require_text(value, label, optional=True)
     payload_json = encode_object(payload, what="payload")
+    _check_payload_size(payload_json)
     metadata_json = encode_object(metadata, what="metadata")
     return SubmitSpec(
         name=name,

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import inspect
 import threading
 import traceback
 from collections.abc import Callable, Mapping
@@ -253,7 +254,22 @@ def _run(name: str, ctx: CairnqContext, payload: Any) -> Any:
             code="no_handler",
             retryable=False,
         )
-    args, kwargs = _split_payload(payload)
+    try:
+        args, kwargs = _split_payload(payload)
+    except TypeError as exc:
+        raise CairnqTaskError(str(exc), type="BadPayload", code="bad_payload", retryable=False) from exc
+    try:
+        inspect.signature(task.func).bind(*([None] if task.takes_context else []), *args, **kwargs)
+    except TypeError as exc:
+        # The same payload would fail the same way on every attempt.
+        raise CairnqTaskError(
+            f"{name}: arguments do not fit the function's signature: {exc}",
+            type="BadArguments",
+            code="bad_arguments",
+            retryable=False,
+        ) from exc
+    except ValueError:
+        pass  # no signature to check (a builtin): let the call decide
     backend = task.get_backend()
     row = ctx.task
     started = timezone.now()

@@ -34,6 +34,7 @@ _NUMBERS: tuple[tuple[str, float, bool, bool], ...] = (
     ("MAX_RUN_MS", 1, True, True),
     ("CLAIM_BATCH", 1, True, True),
     ("MAX_IN_FLIGHT_BYTES", 1, True, True),
+    ("MAX_PAYLOAD_BYTES", 1, True, True),
     ("RETRY_BACKOFF_MS", 0, False, True),
     ("RETRY_BACKOFF_MAX_MS", 0, False, True),
     ("DRAIN_TIMEOUT", 0, False, False),

@@ -30,6 +30,8 @@ DEFAULTS: dict[str, Any] = {
     "CLAIM_BATCH": None,
     # Payload byte budget for calls in flight; None means no budget.
     "MAX_IN_FLIGHT_BYTES": None,
+    # Largest payload submit accepts (UTF-8 bytes of its JSON); None means no limit.
+    "MAX_PAYLOAD_BYTES": 1_048_576,
     # Exponential backoff with equal jitter for retryable failures.
     "RETRY_BACKOFF_MS": 1_000,
     "RETRY_BACKOFF_MAX_MS": 30_000,
@@ -40,6 +42,9 @@ DEFAULTS: dict[str, Any] = {
     # Submit gate: an int for every queue or {queue: limit}; None disables it.
     "MAX_QUEUE_DEPTH": None,
     "MAX_QUEUE_WAIT_MS": 600_000,
+    # PostgreSQL: a worker's claim commits without waiting for the WAL flush
+    # (synchronous_commit=off for claim sessions only; see docs/performance-notes.md).
+    "ASYNC_CLAIM_COMMIT": True,
     # How long SQLite writers wait out "database is locked" before raising.
     "SQLITE_BUSY_TIMEOUT_MS": 5_000,
     # Retention swept by running workers: None, an int cutoff, or {status: cutoff_ms}.

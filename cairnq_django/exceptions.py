@@ -105,6 +105,19 @@ class QueueFull(CairnQError):
         self.waited_ms = waited_ms
 
 
+class PayloadTooLarge(CairnQError, ValueError):
+    """A payload's JSON is larger than ``CAIRNQ["MAX_PAYLOAD_BYTES"]``; nothing was enqueued."""
+
+    def __init__(self, size: int, limit: int) -> None:
+        super().__init__(
+            f"payload is {size} bytes of JSON, over the {limit}-byte limit "
+            '(CAIRNQ["MAX_PAYLOAD_BYTES"]); pass large data by reference (a URL or '
+            "storage key) or raise the limit"
+        )
+        self.size = size
+        self.limit = limit
+
+
 class UnknownTask(CairnQError, LookupError):
     """A task name that no installed app registered."""
 

@@ -52,6 +52,11 @@ def _text(option: str, value: Any) -> str:
         raise TaskDefinitionError(
             f"@task option {option!r} must be a non-empty string, got {value!r}"
         )
+    if "\x00" in value or len(value.encode("utf-8", "replace")) > 1024:
+        raise TaskDefinitionError(
+            f"@task option {option!r} must be at most 1024 bytes of UTF-8 without NUL, "
+            f"got {value[:40]!r}{'...' if len(value) > 40 else ''}"
+        )
     return value
 
 

@@ -33,6 +33,7 @@ INSTALLED_APPS = [
     "testproject.demo",
     "testproject.native",
     "testproject.pipeline",
+    "testproject.faults",
 ]
 
 MIDDLEWARE = [

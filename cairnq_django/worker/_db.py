@@ -28,9 +28,31 @@ def tag_thread(alias: str, application_name: str) -> None:
         return
     options = dict(wrapper.settings_dict.get("OPTIONS") or {})
     options["application_name"] = application_name[:63]
+    if not application_name.endswith(":h"):
+        options["options"] = _bounded(str(options.get("options") or ""))
     settings_dict = dict(wrapper.settings_dict)
     settings_dict["OPTIONS"] = options
     wrapper.settings_dict = settings_dict
+
+
+def _bounded(libpq_options: str) -> str:
+    """Add ``statement_timeout``/``lock_timeout`` of one lease unless the user set them.
+
+    The worker's own connections (claim, heartbeat, settlement, retention; not
+    handler threads) must not wait forever on a database that hangs -- a table
+    lock held elsewhere, a stuck backend -- or the worker would stop answering
+    SIGTERM. A statement that outlives a lease is pointless anyway: its lease
+    is gone. Set either in ``DATABASES[...]["OPTIONS"]["options"]`` to override.
+    """
+    from ..conf import get_config
+
+    bound = max(1000, int(get_config()["LEASE_MS"]))
+    extra = [
+        f"-c {name}={bound}"
+        for name in ("statement_timeout", "lock_timeout")
+        if name not in libpq_options
+    ]
+    return " ".join([libpq_options, *extra]).strip()
 
 
 def drop_if_broken(alias: str) -> None:

@@ -43,6 +43,23 @@ logger = logging.getLogger("cairnq_django.worker")
 RUNNING, RETURNED, ABANDONED = "running", "returned", "abandoned"
 
 
+def _object_payload(ctx: TaskContext) -> Any:
+    """Return the task's payload, or fail the task permanently if it is not a JSON object.
+
+    Submit only writes objects; another writer (raw SQL, a foreign SDK) may
+    not. A retry would meet the same row, so this is not retryable.
+    """
+    payload = ctx.payload
+    if isinstance(payload, dict):
+        return payload
+    raise TaskError(
+        f"payload must be a JSON object, got {type(payload).__name__}",
+        type="BadPayload",
+        code="bad_payload",
+        retryable=False,
+    )
+
+
 class Call:
     """One handler call: one task, or one batch of tasks of one name."""
 
@@ -243,7 +260,7 @@ class Executor:
             if definition.batch is not None:
                 value = definition.func(call.ctxs)
             elif definition.takes_payload:
-                value = definition.func(call.ctxs[0], call.ctxs[0].payload)
+                value = definition.func(call.ctxs[0], _object_payload(call.ctxs[0]))
             else:
                 value = definition.func(call.ctxs[0])
             raised: BaseException | None = None
@@ -260,7 +277,7 @@ class Executor:
             if definition.batch is not None:
                 value = await definition.func(call.ctxs)
             elif definition.takes_payload:
-                value = await definition.func(call.ctxs[0], call.ctxs[0].payload)
+                value = await definition.func(call.ctxs[0], _object_payload(call.ctxs[0]))
             else:
                 value = await definition.func(call.ctxs[0])
             raised: BaseException | None = None

@@ -147,6 +147,12 @@ class Command(BaseCommand):
             help="On SIGTERM, wait this long for calls in flight before handing them back.",
         )
         parser.add_argument(
+            "--async-claim-commit",
+            action=argparse.BooleanOptionalAction,
+            default=None,
+            help='PostgreSQL: claims commit without waiting for the disk flush (default CAIRNQ["ASYNC_CLAIM_COMMIT"]).',
+        )
+        parser.add_argument(
             "--task",
             action="append",
             dest="tasks",
@@ -199,6 +205,13 @@ class Command(BaseCommand):
                 raise CommandError(
                     f'CAIRNQ["DRAIN_TIMEOUT"] must be a number of seconds >= 0, got {drain!r}'
                 )
+        async_claim_commit = options["async_claim_commit"]
+        if async_claim_commit is None:
+            async_claim_commit = config.get("ASYNC_CLAIM_COMMIT", True)
+            if not isinstance(async_claim_commit, bool):
+                raise CommandError(
+                    f'CAIRNQ["ASYNC_CLAIM_COMMIT"] must be True or False, got {async_claim_commit!r}'
+                )
         queues = options["queues"] or config.get("QUEUES")
         if (
             not queues
@@ -232,10 +245,12 @@ class Command(BaseCommand):
             drain_timeout=float(drain),
             burst=options["burst"],
             max_tasks=options["max_tasks"],
+            async_claim_commit=bool(async_claim_commit),
         )
         self._run_checks(resources)
         alias = config.get("DATABASE") or DEFAULT_DB_ALIAS
         self._require_schema(alias)
+        self._warn_clock_skew(alias)
         definitions = None
         if options["tasks"]:
             known = registered()
@@ -279,6 +294,28 @@ class Command(BaseCommand):
             raise CommandError(
                 "System check identified problems:\n"
                 + "\n".join(f"  {problem}" for problem in problems)
+            )
+
+    def _warn_clock_skew(self, alias: str) -> None:
+        """Warn when this host's clock and PostgreSQL's differ by more than 5 s.
+
+        Leases and due times are judged by the database clock, so the worker
+        stays correct; but the logs' times, ``ctx.wait`` timeouts and anything
+        a handler schedules from ``time.time()`` would be off by that much.
+        """
+        if connections[alias].vendor != "postgresql":
+            return  # SQLite: the process clock is the only clock
+        from ...store import get_store
+
+        try:
+            skew_ms = get_store().now_ms() - int(time.time() * 1000)
+        except Exception:  # noqa: BLE001 - the first claim reports database trouble
+            return
+        if abs(skew_ms) > 5000:
+            logging.getLogger("cairnq_django.worker").warning(
+                "this host's clock is %+.1f s off the database's; leases and due "
+                "times follow the database clock, but fix NTP on this host",
+                -skew_ms / 1000,
             )
 
     def _require_schema(self, alias: str) -> None:
