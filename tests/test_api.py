@@ -11,19 +11,21 @@ import math
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
 from django.core.exceptions import ImproperlyConfigured
-from django.db import connection, connections, transaction
+from django.db import connection, transaction
 from django.test import override_settings
 
 import cairnq_django as cq
 from cairnq_django import _wait, backpressure, signals
 from cairnq_django.payload import encode
+
+from tests._threads import Later
 
 WORKER = "worker_test"
 
@@ -35,33 +37,6 @@ def queued_count(queue: str | None = None) -> int:
         else:
             cursor.execute("SELECT COUNT(*) FROM cairnq_tasks WHERE queue = %s", [queue])
         return int(cursor.fetchone()[0])
-
-
-class Later:
-    """Run ``fn`` on another thread (own DB connection) after ``delay`` seconds."""
-
-    def __init__(self, delay: float, fn: Callable[[], Any]) -> None:
-        self.errors: list[BaseException] = []
-        self.result: Any = None
-
-        def run() -> None:
-            try:
-                time.sleep(delay)
-                self.result = fn()
-            except BaseException as exc:  # surfaced by join()
-                self.errors.append(exc)
-            finally:
-                connections.close_all()
-
-        self.thread = threading.Thread(target=run, daemon=True)
-        self.thread.start()
-
-    def join(self) -> Any:
-        self.thread.join(30)
-        assert not self.thread.is_alive()
-        if self.errors:
-            raise self.errors[0]
-        return self.result
 
 
 def claim_one(store: Any, queue: str) -> Any:

@@ -6,45 +6,18 @@ from __future__ import annotations
 
 import asyncio
 import math
-import threading
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
 from asgiref.sync import async_to_sync
-from django.db import connections
 from django.test import override_settings
 
 import cairnq_django as cq
 from cairnq_django.payload import encode
 
-
-class Later:
-    """Run ``fn`` on another thread (own DB connection) after ``delay`` seconds."""
-
-    def __init__(self, delay: float, fn: Callable[[], Any]) -> None:
-        self.errors: list[BaseException] = []
-        self.result: Any = None
-
-        def body() -> None:
-            try:
-                time.sleep(delay)
-                self.result = fn()
-            except BaseException as exc:  # surfaced by join()
-                self.errors.append(exc)
-            finally:
-                connections.close_all()
-
-        self.thread = threading.Thread(target=body, daemon=True)
-        self.thread.start()
-
-    def join(self) -> Any:
-        self.thread.join(30)
-        assert not self.thread.is_alive()
-        if self.errors:
-            raise self.errors[0]
-        return self.result
+from tests._threads import Later
 
 
 def finish(store: Any, queue: str, result: Any) -> str:
