@@ -60,6 +60,22 @@ def _text(option: str, value: Any) -> str:
     return value
 
 
+def _int(option: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TaskDefinitionError(f"@task option {option!r} must be an integer, got {value!r}")
+    return value
+
+
+_OPTION_CHECKS: dict[str, Callable[[str, Any], Any]] = {
+    "queue": _text,
+    "resource": _text,
+    "batch": _positive_int,
+    "concurrency": _positive_int,
+    "max_attempts": _positive_int,
+    "priority": _int,
+}
+
+
 def _positional_count(func: Callable[..., Any]) -> int:
     """Count the positional parameters, so ``(ctx)`` handlers are called without payload."""
     try:
@@ -181,28 +197,13 @@ def _define(
     if name is None:
         name = f"{func.__module__}.{func.__qualname__}"
     _text("name", name)
-    queue = options["queue"]
-    if queue is not None:
-        _text("queue", queue)
-    resource = options["resource"]
-    if resource is not None:
-        _text("resource", resource)
-    batch = options["batch"]
-    if batch is not None:
-        _positive_int("batch", batch)
-    concurrency = options["concurrency"]
-    if concurrency is not None:
-        _positive_int("concurrency", concurrency)
-    max_attempts = options["max_attempts"]
-    if max_attempts is not None:
-        _positive_int("max_attempts", max_attempts)
-    priority = options["priority"]
-    if priority is not None and (
-        isinstance(priority, bool) or not isinstance(priority, int)
-    ):
-        raise TaskDefinitionError(
-            f"@task option 'priority' must be an integer, got {priority!r}"
-        )
+    # Each option is checked only when given; None means "not set".
+    for option, check in _OPTION_CHECKS.items():
+        if options[option] is not None:
+            check(option, options[option])
+    queue, resource = options["queue"], options["resource"]
+    batch, concurrency = options["batch"], options["concurrency"]
+    max_attempts, priority = options["max_attempts"], options["priority"]
     definition = TaskDefinition(
         func,
         name=name,
