@@ -30,7 +30,8 @@ from django.utils.translation import gettext_lazy as _
 
 from . import admin_views
 from .conf import get_config
-from .models import QueueDashboard, Task, TaskKey, TaskStatus, ms_to_datetime
+from .models import LIVE_STATUSES, QueueDashboard, Task, TaskKey, TaskStatus, ms_to_datetime
+from .registry import get_task, registered
 
 # Rows counted exactly before the paginator settles for "more than this".
 COUNT_CAP = 10_000
@@ -40,6 +41,7 @@ DETAIL_CHARS = 100_000
 # The changelist reads at most this much of a payload from the database.
 PREVIEW_SOURCE_CHARS = 2048
 CANCEL_REQUESTED = "cancel_requested"
+NO_HANDLER = "none"
 
 
 def _alias() -> str:
@@ -104,6 +106,39 @@ class StatusFilter(admin.SimpleListFilter):
             return queryset.filter(status=TaskStatus.RUNNING, cancel_requested_at_ms__isnull=False)
         if value in TaskStatus.values:
             return queryset.filter(status=value)
+        return queryset
+
+
+def has_no_handler(task: Task) -> bool:
+    """Return True for a live task whose name no handler of this process serves (fault plan F18 b).
+
+    No worker of this deployment claims such a task: it waits for a worker of
+    another deployment or SDK, or forever. A dictionary lookup, so the
+    changelist stays free of per-row queries.
+    """
+    return task.status in LIVE_STATUSES and get_task(task.name) is None
+
+
+class HandlerFilter(admin.SimpleListFilter):
+    """Split tasks by whether this deployment registers a handler for their name.
+
+    "No handler" lists only queued and running tasks, the ones the flag marks:
+    a finished task whose handler has since gone needs nobody. Both choices are
+    ``name IN (registered names)`` or its negation, from the in-process registry.
+    """
+
+    title = _("handler")
+    parameter_name = "handler"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, Any]]:
+        return [("registered", _("Registered")), (NO_HANDLER, _("No handler in this deployment"))]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Task]) -> QuerySet[Task]:
+        names = list(registered())
+        if self.value() == "registered":
+            return queryset.filter(name__in=names)
+        if self.value() == NO_HANDLER:
+            return queryset.filter(Q(status__in=LIVE_STATUSES) & ~Q(name__in=names))
         return queryset
 
 
@@ -241,7 +276,7 @@ class TaskAdmin(admin.ModelAdmin):
         "payload_preview",
     )
     list_display_links = ("id",)
-    list_filter = (StatusFilter, QueueFilter, NameFilter)
+    list_filter = (StatusFilter, HandlerFilter, QueueFilter, NameFilter)
     # The search box needs a non-empty search_fields; get_search_results does the work.
     search_fields = ("id",)
     search_help_text = _("Exact task id, key, name or correlation id.")
@@ -364,6 +399,20 @@ class TaskAdmin(admin.ModelAdmin):
         }
         return super().change_view(request, object_id, form_url, {**context, **(extra_context or {})})
 
+    def render_change_form(
+        self,
+        request: HttpRequest,
+        context: dict[str, Any],
+        add: bool = False,
+        change: bool = False,
+        form_url: str = "",
+        obj: Task | None = None,
+    ) -> HttpResponse:
+        # The row is already loaded here; flag it without another query.
+        if obj is not None and has_no_handler(obj):
+            context["cairnq_no_handler"] = obj.name
+        return super().render_change_form(request, context, add, change, form_url, obj)
+
     # ---- actions -------------------------------------------------------
     @admin.action(permissions=["cancel"], description=_("Cancel selected tasks"))
     def cancel_tasks(self, request: HttpRequest, queryset: QuerySet[Task]) -> None:
@@ -381,9 +430,20 @@ class TaskAdmin(admin.ModelAdmin):
     @admin.display(description=_("status"), ordering="status")
     def status_badge(self, obj: Task) -> SafeString:
         if obj.cancel_requested:
-            return format_html('<span class="cairnq-badge cairnq-badge--cancel-requested">{}</span>', _("cancel requested"))
-        label = TaskStatus(obj.status).label if obj.status in TaskStatus.values else obj.status
-        return format_html('<span class="cairnq-badge cairnq-badge--{}">{}</span>', obj.status, label)
+            badge = format_html(
+                '<span class="cairnq-badge cairnq-badge--cancel-requested">{}</span>', _("cancel requested")
+            )
+        else:
+            label = TaskStatus(obj.status).label if obj.status in TaskStatus.values else obj.status
+            badge = format_html('<span class="cairnq-badge cairnq-badge--{}">{}</span>', obj.status, label)
+        if has_no_handler(obj):
+            badge = format_html(
+                '{} <span class="cairnq-badge cairnq-badge--no-handler" title="{}">{}</span>',
+                badge,
+                _("No handler for this name is registered here, so no worker of this deployment claims it."),
+                _("no handler in this deployment"),
+            )
+        return badge
 
     @admin.display(description=_("attempt"))
     def attempts(self, obj: Task) -> str:

@@ -41,6 +41,7 @@ _NUMBERS: tuple[tuple[str, float, bool, bool], ...] = (
     ("MAX_QUEUE_WAIT_MS", 0, False, True),
     ("SQLITE_BUSY_TIMEOUT_MS", 0, False, True),
     ("RETENTION_INTERVAL_MS", 1, False, True),
+    ("UNSERVED_CHECK_INTERVAL_MS", 1, True, True),
 )
 
 

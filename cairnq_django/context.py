@@ -20,13 +20,13 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from contextlib import contextmanager, nullcontext
+from typing import TYPE_CHECKING, Any, cast
 
 from django.db import transaction
 
 from .exceptions import LostLease
-from .payload import encode
+from .payload import byte_size, encode
 from .worker._envelopes import as_envelope
 from .worker.backoff import (
     DEFAULT_RETRY_BACKOFF_MAX_MS,
@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from concurrent.futures import Executor
 
     from .models import Task
+    from .store._common import SQLStore
     from .store.base import Store
 
 __all__ = ["AtomicCompletion", "TaskContext"]
@@ -51,6 +52,8 @@ class ContextHooks:
     """What a context tells its worker; the default does nothing (contexts built in tests)."""
 
     db_executor: Executor | None = None
+    # Held by the worker's own SQLite writes (None elsewhere); see _load_payload.
+    write_lock: threading.Lock | None = None
 
     def lease_lost(self, ctx: TaskContext) -> None:
         """Called once when a context first learns its lease is gone."""
@@ -151,6 +154,8 @@ class TaskContext:
 
     @property
     def payload(self) -> Any:
+        if "payload" not in self._task.__dict__:
+            self._load_payload()
         return self._task.payload
 
     @property
@@ -197,6 +202,50 @@ class TaskContext:
     def cancel_requested(self) -> bool:
         """True once a heartbeat or write has seen a cancel request (no query)."""
         return self._cancel_seen
+
+    # ---- large payloads ------------------------------------------------------
+    # A claim leaves a large payload in the database (sql/*/claim.sql): the
+    # Task then has no payload attribute, only its size. It is fetched on first
+    # use, on the handler's thread, and forgotten again when the call ends, so a
+    # worker holds one such payload per running call, and only while it runs.
+
+    def _load_payload(self) -> None:
+        """Fetch the payload the claim left in the database (no-op if loaded)."""
+        task = self._task
+        if "payload" in task.__dict__:
+            return
+        store = cast("SQLStore", self._store)
+        # SQLite rewrites a whole row to change one column, and a write that
+        # returns columns copies the old row too: each of this worker's writes
+        # to such a row (claim, heartbeat, settlement) briefly holds about three
+        # copies of its payload. Reading and decoding under the worker's write
+        # lock keeps those apart from this read's own two copies.
+        lock = self._hooks.write_lock
+        try:
+            with lock if lock is not None else nullcontext():
+                task.payload = store.get_payload(task.id)
+        except LostLease:
+            self._lose()
+            raise
+
+    @property
+    def _payload_deferred(self) -> bool:
+        return "payload" not in self._task.__dict__
+
+    def _drop_payload(self) -> None:
+        """Forget a payload ``_load_payload`` fetched; a later use fetches it again."""
+        from .store._common import PAYLOAD_BYTES
+
+        task = self._task
+        if PAYLOAD_BYTES in task.__dict__:
+            task.__dict__.pop("payload", None)
+
+    def _payload_bytes(self) -> int:
+        """Return the payload's size for the byte budget, without fetching it."""
+        from .store._common import PAYLOAD_BYTES
+
+        size: int | None = self._task.__dict__.get(PAYLOAD_BYTES)
+        return byte_size(self._task.payload) if size is None else size
 
     # ---- worker-side bookkeeping -------------------------------------------
     def _mark_lost(self) -> bool:

@@ -47,7 +47,9 @@ def _object_payload(ctx: TaskContext) -> Any:
     """Return the task's payload, or fail the task permanently if it is not a JSON object.
 
     Submit only writes objects; another writer (raw SQL, a foreign SDK) may
-    not. A retry would meet the same row, so this is not retryable.
+    not. A retry would meet the same row, so this is not retryable. A large
+    payload the claim left in the database is fetched here, on the handler's
+    thread (``TaskContext.payload``).
     """
     payload = ctx.payload
     if isinstance(payload, dict):
@@ -58,6 +60,11 @@ def _object_payload(ctx: TaskContext) -> Any:
         code="bad_payload",
         retryable=False,
     )
+
+
+def _load_payloads(ctxs: list[TaskContext]) -> None:
+    for ctx in ctxs:
+        ctx._load_payload()
 
 
 class Call:
@@ -274,6 +281,12 @@ class Executor:
         definition = call.definition
         assert definition is not None
         try:
+            if any(ctx._payload_deferred for ctx in call.ctxs):
+                # Large payloads left in the database by the claim: fetch them
+                # off the event loop (Django refuses queries on it).
+                await asyncio.get_running_loop().run_in_executor(
+                    self.db_executor, _load_payloads, call.ctxs
+                )
             if definition.batch is not None:
                 value = await definition.func(call.ctxs)
             elif definition.takes_payload:
@@ -296,6 +309,9 @@ class Executor:
                 return  # abandoned: its outcome was decided to be handler_timeout
             call.state = RETURNED
         call.ended = time.monotonic()
+        for ctx in call.ctxs:
+            # Let a large payload go now, not when the settlement is written.
+            ctx._drop_payload()
         self.on_end(call)
         self.settle(self.leftovers(call, value, raised))
 

@@ -25,7 +25,6 @@ from .. import signals
 from ..context import ContextHooks, TaskContext
 from ..ids import worker_id as new_worker_id
 from ..models import Task
-from ..payload import byte_size
 from ..registry import TaskDefinition, get_task, registered
 from . import _db
 from ._envelopes import no_handler_envelope
@@ -175,12 +174,16 @@ class Worker(ContextHooks):
         from ..periodic import Ticker
 
         # Periodic schedules are ticked from the loop (rate-limited inside);
-        # retention sweeps on a thread of their own.
+        # retention sweeps and the unserved-names check (F18) run on a
+        # housekeeping thread of their own.
         self.ticker = Ticker(store, write_lock=self.write_lock)
         self.sweeper = Sweeper(
             store,
             interval_ms=get_config()["RETENTION_INTERVAL_MS"],
             application_name=self.application_name,
+            queues=options.queues,
+            names=self.names,
+            unserved_interval_ms=get_config()["UNSERVED_CHECK_INTERVAL_MS"],
         )
         self.executor.on_fatal = self._fatal
         self.exit_code = 0
@@ -642,7 +645,9 @@ class Worker(ContextHooks):
             for definition, rows in calls:
                 self.claimed += len(rows)
                 ctxs = [self._context(row) for row in rows]
-                nbytes = sum(byte_size(row.payload) for row in rows) if measure else 0
+                # A payload the claim left in the database is charged the size
+                # the claim reported; it is fetched only when the handler runs.
+                nbytes = sum(ctx._payload_bytes() for ctx in ctxs) if measure else 0
                 call = Call(definition, source, ctxs, nbytes)
                 superseded = []
                 with self._inflight_lock:

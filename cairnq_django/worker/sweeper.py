@@ -1,15 +1,26 @@
-"""Run the ``CAIRNQ["RETENTION"]`` sweep from a running worker (protocol 4.15).
+"""Worker housekeeping, on a thread of its own: retention and unserved names.
 
-The thread sleeps first, then sweeps every ``RETENTION_INTERVAL_MS``, forever:
-a failed sweep is logged and the next one still runs. It has its own
-connection, so a long purge never delays claims or heartbeats.
+* **Retention** (protocol 4.15): with ``CAIRNQ["RETENTION"]`` set, sweep every
+  ``RETENTION_INTERVAL_MS``, the first sweep one interval after start-up.
+* **Unserved names** (fault plan F18 b): at start-up and then every
+  ``UNSERVED_CHECK_INTERVAL_MS``, look for queued tasks in the worker's queues
+  whose name none of its handlers serves. A claim never takes such rows, so
+  without a word from the worker they would wait silently; each name is
+  reported once per process, so a long-lived backlog does not flood the log.
+
+A failed job is logged and runs again at its next time. The thread opens its
+own connection only while a job runs, so a long purge never delays claims or
+heartbeats, and an idle worker holds no extra connection between jobs.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import threading
-from typing import TYPE_CHECKING
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, cast
 
 from django.core.exceptions import ImproperlyConfigured
 
@@ -17,39 +28,56 @@ from . import _db
 
 if TYPE_CHECKING:
     from ..retention import PurgeRule
+    from ..store._common import SQLStore
     from ..store.base import Store
 
 logger = logging.getLogger("cairnq_django.worker")
 
 
+def _interval_s(key: str, value: Any) -> float:
+    """Return a ``CAIRNQ`` interval in seconds; raise naming ``key`` if it is not an int >= 1."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ImproperlyConfigured(f'CAIRNQ["{key}"] must be an integer >= 1, got {value!r}')
+    return value / 1000
+
+
 class Sweeper:
-    """The retention thread; started only when retention rules are configured."""
+    """The housekeeping thread; started when at least one of its jobs is on."""
 
     def __init__(
-        self, store: Store, *, interval_ms: int, application_name: str
+        self,
+        store: Store,
+        *,
+        interval_ms: int,
+        application_name: str,
+        queues: Sequence[str] = (),
+        names: Sequence[str] = (),
+        unserved_interval_ms: int | None = None,
     ) -> None:
         from ..retention import configured_rules
 
-        if (
-            isinstance(interval_ms, bool)
-            or not isinstance(interval_ms, int)
-            or interval_ms < 1
-        ):
-            raise ImproperlyConfigured(
-                f'CAIRNQ["RETENTION_INTERVAL_MS"] must be an integer >= 1, got {interval_ms!r}'
-            )
+        self.interval = _interval_s("RETENTION_INTERVAL_MS", interval_ms)
+        # None turns the unserved-names check off.
+        self.unserved_interval = (
+            None
+            if unserved_interval_ms is None
+            else _interval_s("UNSERVED_CHECK_INTERVAL_MS", unserved_interval_ms)
+        )
         self.rules: list[PurgeRule] = configured_rules()
         self.store = store
-        self.interval = interval_ms / 1000
         self.application_name = application_name
+        self.queues = list(queues)
+        self.names = list(names)
+        # Names already reported by this process: one warning each, ever.
+        self.reported: set[str] = set()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
-        if not self.rules:
+        if not self.rules and (self.unserved_interval is None or not self.queues):
             return
         self._thread = threading.Thread(
-            target=self._run, name=f"{self.application_name}:retention", daemon=True
+            target=self._run, name=f"{self.application_name}:housekeeping", daemon=True
         )
         self._thread.start()
 
@@ -59,21 +87,63 @@ class Sweeper:
             self._thread.join(timeout=5.0)
 
     def _run(self) -> None:
-        from ..retention import sweep
-
         _db.tag_thread(self.store.alias, self.application_name)
+        check_every = self.unserved_interval if self.queues else None
+        now = time.monotonic()
+        next_sweep = now + self.interval if self.rules else math.inf
+        next_check = now if check_every is not None else math.inf
         try:
-            while not self._stop.wait(self.interval):
-                _db.drop_if_broken(self.store.alias)
-                try:
-                    deleted = sweep(
-                        self.store, rules=self.rules, should_stop=self._stop.is_set
-                    )
-                except Exception as exc:  # noqa: BLE001 - the next sweep still runs
-                    logger.error("retention sweep failed: %s", exc)
-                    _db.close_quietly(self.store.alias)
-                    continue
-                if deleted:
-                    logger.info("retention sweep purged %d task(s)", deleted)
+            while not self._stop.wait(max(0.0, min(next_sweep, next_check) - time.monotonic())):
+                if check_every is not None and time.monotonic() >= next_check:
+                    self.check_unserved()
+                    next_check = time.monotonic() + check_every
+                if time.monotonic() >= next_sweep and not self._stop.is_set():
+                    self._sweep()
+                    next_sweep = time.monotonic() + self.interval
+                _db.close_quietly(self.store.alias)
         finally:
             _db.close_quietly(self.store.alias)
+
+    def _sweep(self) -> None:
+        from ..retention import sweep
+
+        try:
+            deleted = sweep(self.store, rules=self.rules, should_stop=self._stop.is_set)
+        except Exception as exc:  # noqa: BLE001 - the next sweep still runs
+            logger.error("retention sweep failed: %s", exc)
+            return
+        if deleted:
+            logger.info("retention sweep purged %d task(s)", deleted)
+
+    def check_unserved(self) -> None:
+        """Warn once per name about queued tasks in our queues that no handler here serves."""
+        from ..registry import get_task
+
+        store = cast("SQLStore", self.store)
+        try:
+            found = store.unserved_names(self.queues, self.names)
+        except Exception as exc:  # noqa: BLE001 - the next check still runs
+            logger.error("unserved-names check failed: %s", exc)
+            return
+        logger.debug("unserved-names check: %d queue/name pair(s) without a handler here", len(found))
+        queues_of: dict[str, list[str]] = {}
+        for queue, name in found:
+            if name not in self.reported:
+                queues_of.setdefault(name, []).append(queue)
+        for name, queues in queues_of.items():
+            self.reported.add(name)
+            # A name registered here but left out by --task is usually a
+            # deliberate split between deployments; say so.
+            hint = (
+                " (registered, but not in this worker's --task list)"
+                if get_task(name) is not None
+                else ""
+            )
+            logger.warning(
+                "queued tasks named %r in %s %s: no worker in this process serves that name%s; "
+                "they stay queued until a worker serving that name runs",
+                name,
+                "queue" if len(queues) == 1 else "queues",
+                ", ".join(repr(queue) for queue in queues),
+                hint,
+            )

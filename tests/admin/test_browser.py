@@ -15,6 +15,9 @@ import pytest
 from django.contrib.auth.models import User
 from django.db import connections
 
+from cairnq_django.admin import has_no_handler
+from cairnq_django.models import Task
+
 from . import make_task, status_of
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
@@ -77,6 +80,10 @@ def test_operator_filters_cancels_and_retries(page: Any, live_server: Any, store
     page.click("input[type=submit]")
     page.wait_for_url("**/admin/cairnq/task/")
     assert page.locator("#result_list tbody tr").count() == 4
+    # Live tasks no handler here serves carry the "no handler" badge (F18 b).
+    unserved = sum(has_no_handler(task) for task in Task.objects.all())
+    assert unserved == 3  # two queued and one running task, names no handler serves
+    assert page.locator(".cairnq-badge--no-handler").count() == unserved
     shot(page, "changelist")
 
     # Filter by status: only the two queued tasks remain.

@@ -69,7 +69,7 @@ def _peak_rss_mb(pid: int) -> float:
 
 
 def test_f15_50mb_payloads_run_with_a_raised_limit(
-    cairnq_db: Any, start_worker: Any, ledger: Any, figures: dict[str, Any]
+    cairnq_db: Any, dialect: str, start_worker: Any, ledger: Any, figures: dict[str, Any]
 ) -> None:
     limit = 64 << 20
     n = 10 if FULL else 2
@@ -99,10 +99,15 @@ def test_f15_50mb_payloads_run_with_a_raised_limit(
     wait_terminal(ids, 180)
     assert Task.objects.filter(id__in=ids, status="succeeded").count() == n
     growth = _peak_rss_mb(worker.pid) - idle
-    # One payload at a time: the peak does not grow with the number queued.
-    # Transient copies of the one in hand (driver buffer, its text, the
-    # decoded object) cost a few times its size; see docs/reliability.md.
-    assert growth < 8 * 50, f"worker peak RSS grew {growth:.0f} MB"
+    # One payload at a time: the claim leaves large payloads in the database
+    # and the handler's thread fetches its own by id, so the peak does not
+    # grow with the number queued. The worker's own copies are the fetch's
+    # two (text, object). SQLite adds its own: every write of the row (claim,
+    # heartbeat, settlement) rewrites the whole record, about three copies
+    # (~143 MB), plus each writing connection's page cache; that sits at
+    # 3x already, hence its looser bound (see docs/reliability.md).
+    bound = 3 * 50 if dialect == "postgres" else 3.5 * 50
+    assert growth < bound, f"worker peak RSS grew {growth:.0f} MB"
     worker.signal(signal.SIGTERM)
     assert worker.wait(30) == 0
     figures.update(tasks=n, faults=f"{n} x 50 MB payloads (limit 64 MiB)",
@@ -213,7 +218,8 @@ def test_f18_unregistered_names(cairnq_db: Any, start_worker: Any, figures: dict
     with connection.cursor() as cursor:
         cursor.execute("UPDATE cairnq_tasks SET name = %s WHERE id = %s", ["ghost.name", orphan])
     known = [t.id for t in api.submit_many([("demo.sleep", {"ms": 1})] * 5)]
-    worker = start_worker(overrides=FAST)
+    # The worker looks for unserved names at start-up and then every 100 ms here.
+    worker = start_worker(overrides={**FAST, "UNSERVED_CHECK_INTERVAL_MS": 100})
     wait_terminal(known, 30)
     time.sleep(0.5)
     row = Task.objects.get(id=orphan)
@@ -221,6 +227,20 @@ def test_f18_unregistered_names(cairnq_db: Any, start_worker: Any, figures: dict
     assert worker.alive()
     worker.signal(signal.SIGTERM)
     assert worker.wait(10) == 0
+    # ... the worker warned once for that name, however many checks ran ...
+    out = worker.output()
+    assert out.count("unserved-names check:") >= 3, out[-3000:]
+    warned = [line for line in out.splitlines() if "WARNING" in line and "'ghost.name'" in line]
+    assert len(warned) == 1, out[-3000:]
+    assert "queue 'default'" in warned[0] and "no worker in this process serves that name" in warned[0]
+    # ... and the admin flags the row and its "handler" filter finds it.
+    admin = Client()
+    admin.force_login(User.objects.create_superuser("root", password="pw"))
+    listed = admin.get(reverse("admin:cairnq_task_changelist"), {"handler": "none"}).content.decode()
+    assert orphan in listed and "no handler in this deployment" in listed
+    assert not any(task_id in listed for task_id in known)
+    detail = admin.get(reverse("admin:cairnq_task_change", args=[orphan])).content.decode()
+    assert 'id="cairnq-no-handler"' in detail
     figures.update(tasks=6, faults="unknown names (submit + raw row)")
 
 

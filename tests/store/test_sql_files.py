@@ -199,3 +199,23 @@ def test_claims_on_the_big_table_still_take_due_work(store: Any, big_table: str)
     assert len(rows) == 5 and all(r.id.startswith("task_fill_due_") for r in rows)
     assert store.has_claimable(["default"], ["a"])
     assert store.recover_leases() == 0
+
+
+def test_unserved_names_walks_the_claim_name_index(big_table: str) -> None:
+    # One index probe per distinct queued name: never a read of the backlog.
+    dialect = big_table
+    plan = _plan(
+        dialect,
+        "unserved_names",
+        {
+            "queues": _lists(dialect, ["default", "other"]),
+            "names": _lists(dialect, ["a"]),
+            "max_names": 1000,
+            "limit": 100,
+        },
+    )
+    assert "cairnq_tasks_claim_name_idx" in plan, plan
+    assert "cairnq_tasks_name_idx" not in plan, plan
+    # SQLite's "SCAN walk" reads the recursive CTE's own work rows, not the table.
+    assert [line for line in _full_scans(dialect, plan) if "walk" not in line] == [], plan
+    assert ("Sort" if dialect == "postgres" else "TEMP B-TREE") not in plan, plan

@@ -18,6 +18,18 @@
 -- the rows are fetched by primary key; joining the CTE instead let the
 -- planner hash-join it against a scan of the whole table (~20%% slower
 -- for 256 rows).
+-- The payload comes back only when small. A larger one stays in the database:
+-- payload is null and payload_bytes carries the size of its JSON text instead,
+-- for the byte budget (protocol 4.6), and the worker fetches it by id
+-- (get_payload.sql) when the handler needs it, one task at a time; a claim of
+-- several 50 MB rows would otherwise hold every payload in the worker at once,
+-- three times over (driver buffer, text, decoded object). "Small" is judged by
+-- pg_column_size, read from the value's header without detoasting it: at most
+-- 256 KiB, or 8 KiB once PostgreSQL compressed the value (it does above about
+-- 2 kB), since a value that compresses well can hide megabytes under 256 KiB.
+-- Measuring a large one renders its text on the server (about 0.5 s for
+-- 50 MB), a cost only such rows pay. Columns are listed because t.* carries
+-- the payload.
 WITH commit_mode AS MATERIALIZED (
     SELECT set_config(
         'synchronous_commit',
@@ -43,4 +55,13 @@ SET status = 'running',
     updated_at_ms = (extract(epoch from clock_timestamp()) * 1000)::bigint
 FROM commit_mode
 WHERE t.id = ANY(ARRAY(SELECT id FROM picked))
-RETURNING t.*
+RETURNING t.id, t.name, t.queue, t.status,
+    CASE WHEN pg_column_size(t.payload)
+              <= CASE WHEN pg_column_compression(t.payload) IS NULL THEN 262144 ELSE 8192 END
+         THEN t.payload END AS payload,
+    CASE WHEN pg_column_size(t.payload)
+              > CASE WHEN pg_column_compression(t.payload) IS NULL THEN 262144 ELSE 8192 END
+         THEN octet_length(t.payload::text) END AS payload_bytes,
+    t.result, t.error, t.metadata, t.progress, t.message, t.attempt,
+    t.max_attempts, t.priority, t.worker_id, t.lease_until_ms, t.run_at_ms, t.cancel_requested_at_ms,
+    t.parent_id, t.root_id, t.correlation_id, t.created_at_ms, t.updated_at_ms, t.completed_at_ms

@@ -9,6 +9,14 @@
 -- only those heads are merged and sorted. Runs inside the claim session's
 -- IMMEDIATE transaction, which already holds the single write lock, so the
 -- selection cannot race another claimer.
+-- The payload comes back only when small: one longer than 256 KiB stays in the
+-- database, payload is null and payload_bytes carries its size instead, for
+-- the byte budget (protocol 4.6); the worker fetches it by id (get_payload.sql)
+-- when the handler needs it, one task at a time. A claim of several 50 MB rows
+-- would otherwise hold every payload in the worker at once, three times over
+-- (SQLite's buffer, the text, the decoded object). The sizes are read from the
+-- value the UPDATE already loaded, at no extra cost. Columns are listed because
+-- * carries the payload.
 UPDATE cairnq_tasks
 SET status = 'running',
     worker_id = %(worker_id)s,
@@ -30,4 +38,9 @@ WHERE id IN (
     ORDER BY head.priority DESC, head.run_at_ms, head.id
     LIMIT %(limit)s
 )
-RETURNING *
+RETURNING id, name, queue, status,
+    CASE WHEN length(CAST(payload AS BLOB)) <= 262144 THEN payload END AS payload,
+    CASE WHEN length(CAST(payload AS BLOB)) > 262144 THEN length(CAST(payload AS BLOB)) END AS payload_bytes,
+    result, error, metadata, progress, message, attempt,
+    max_attempts, priority, worker_id, lease_until_ms, run_at_ms, cancel_requested_at_ms,
+    parent_id, root_id, correlation_id, created_at_ms, updated_at_ms, completed_at_ms
