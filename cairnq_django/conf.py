@@ -45,11 +45,19 @@ DEFAULTS: dict[str, Any] = {
     # PostgreSQL: a worker's claim commits without waiting for the WAL flush
     # (synchronous_commit=off for claim sessions only; see docs/performance-notes.md).
     "ASYNC_CLAIM_COMMIT": True,
+    # PostgreSQL with psycopg 3: cairnq's own statements bind their parameters
+    # on the server and are prepared once per connection (Django's ORM queries
+    # are untouched). Turn off behind a pooler that cannot keep prepared
+    # statements (PgBouncer before 1.21, or without max_prepared_statements).
+    "PREPARED_STATEMENTS": True,
     # How long SQLite writers wait out "database is locked" before raising.
     "SQLITE_BUSY_TIMEOUT_MS": 5_000,
     # Retention swept by running workers: None, an int cutoff, or {status: cutoff_ms}.
     "RETENTION": None,
     "RETENTION_INTERVAL_MS": 3_600_000,
+    # How often a worker looks for queued tasks in its queues that none of its
+    # handlers serves, and warns once per name; None turns the check off.
+    "UNSERVED_CHECK_INTERVAL_MS": 60_000,
     # Periodic schedule: {"name": "cron expression"} (see docs/periodic.md).
     "SCHEDULE": {},
 }

@@ -48,7 +48,7 @@ def encode_object(value: Any, *, what: str = "payload") -> str:
         text = encode(value, what=what)
     except SerializationError as exc:
         raise SerializationError(f"{exc} (at {_first_problem(value, what, deep=True) or what})") from exc
-    if _ESCAPED_NUL.search(text) or not _is_utf8(text):
+    if ("\\u0000" in text and _ESCAPED_NUL.search(text)) or not (text.isascii() or _is_utf8(text)):
         problem = _first_problem(value, what) or f"{what}: text that cannot be stored"
         raise SerializationError(f"{what} cannot be stored as JSON: {problem}")
     return text

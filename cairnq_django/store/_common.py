@@ -40,6 +40,26 @@ LEASE_EXPIRED_ERROR = {
     "details": {},
 }
 
+# Set on a claimed Task whose payload the claim left in the database (too
+# large to carry, see sql/*/claim.sql): the payload's size in bytes, for the
+# byte budget. Such a Task has no payload attribute of its own until someone
+# loads it (``get_payload``; Django's deferred-field loading as a fallback).
+PAYLOAD_BYTES = "cairnq_payload_bytes"
+
+# The columns of a freshly submitted task that no submit parameter sets.
+_FRESH_ROW: dict[str, Any] = {
+    "status": TaskStatus.QUEUED.value,
+    "result": None,
+    "error": None,
+    "progress": None,
+    "message": None,
+    "attempt": 0,
+    "worker_id": None,
+    "lease_until_ms": None,
+    "cancel_requested_at_ms": None,
+    "completed_at_ms": None,
+}
+
 # Unkeyed rows per multi-row insert. The rows travel as one JSON parameter, so
 # this bounds statement size and memory, not bound variables.
 INSERT_CHUNK = 500
@@ -82,6 +102,21 @@ def decode_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         return rows
     for (row, column), value in zip(slots, values):
         row[column] = value
+    return rows
+
+
+def defer_large_payloads(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Turn the claim's ``payload_bytes`` column into a deferred payload, in place.
+
+    A claim returns a large payload's size instead of the payload (the
+    column is null then): the row loses its ``payload`` key, so the Task
+    built from it treats the field as deferred, and keeps the size.
+    """
+    for row in rows:
+        size = row.pop("payload_bytes", None)
+        if size is not None:
+            del row["payload"]
+            row[PAYLOAD_BYTES] = int(size)
     return rows
 
 
@@ -210,10 +245,14 @@ class SQLStore(Store):
         raise NotImplementedError
 
     # ---- execution -----------------------------------------------------
+    def _cursor(self, statement: str = "") -> Any:
+        """A cursor on the store's connection to run shipped statement ``statement``."""
+        return connections[self.alias].cursor()
+
     def _rows(self, name: str, params: dict[str, Any]) -> builtins.list[dict[str, Any]]:
         """Execute statement ``name``; return its rows as dicts (JSON not decoded)."""
         sql = load(self.dialect, name)
-        with connections[self.alias].cursor() as cursor:
+        with self._cursor(name) as cursor:
             cursor.execute(sql, {**params, **self._clock()})
             # Read once: psycopg builds a fresh Column per column on every access.
             description = cursor.description
@@ -221,6 +260,12 @@ class SQLStore(Store):
                 return []
             columns = [col[0] for col in description]
             return [dict(zip(columns, row)) for row in cursor.fetchall()]
+
+    def _values(self, name: str, params: dict[str, Any]) -> builtins.list[tuple[Any, ...]]:
+        """Execute statement ``name``; return its rows as tuples in its RETURNING order."""
+        with self._cursor(name) as cursor:
+            cursor.execute(load(self.dialect, name), {**params, **self._clock()})
+            return cursor.fetchall()
 
     def _tasks(self, name: str, params: dict[str, Any]) -> builtins.list[Task]:
         alias = self.alias
@@ -256,11 +301,37 @@ class SQLStore(Store):
             "correlation_id": spec.correlation_id,
         }
 
+    def _inserted_tasks(
+        self, params: builtins.list[dict[str, Any]], stamps: builtins.list[tuple[Any, ...]]
+    ) -> builtins.list[Task]:
+        """Build the rows an insert wrote from its parameters and the stamps it returned.
+
+        The insert returns only what the database chose, ``(id,
+        created_at_ms, updated_at_ms, run_at_ms)``; every other column is a
+        parameter or the value every fresh row has, so reading the whole row
+        back would only cost time (a 23-column answer, and a JSON parse of
+        each payload on the way back).
+        """
+        by_id = {stamp[0]: stamp for stamp in stamps}
+        rows = []
+        for values in params:
+            _, created, updated, run_at = by_id[values["id"]]
+            row = {**_FRESH_ROW, **values, "created_at_ms": created, "updated_at_ms": updated, "run_at_ms": run_at}
+            del row["delay_ms"]
+            rows.append(row)
+        alias = self.alias
+        tasks = [task_from_row(alias, row) for row in decode_rows(rows)]
+        for task in tasks:
+            task.cairnq_inserted = True  # type: ignore[attr-defined]
+        return tasks
+
     def _insert(self, spec: SubmitSpec) -> Task:
-        row = self._task("insert_task", self._insert_params(spec, new_task_id()))
-        assert row is not None  # INSERT ... RETURNING always yields the row
-        row.cairnq_inserted = True  # type: ignore[attr-defined]
-        return row
+        params = self._insert_params(spec, new_task_id())
+        return self._inserted_tasks([params], self._values("insert_task", params))[0]
+
+    def _insert_many_params(self, params: builtins.list[dict[str, Any]]) -> dict[str, Any]:
+        """Bind many rows' insert parameters for ``insert_tasks`` (dialect hook)."""
+        raise NotImplementedError
 
     def _submit_keyed(self, spec: SubmitSpec) -> Task:
         """The keyed decision table of protocol 3.1; caller holds a transaction."""
@@ -306,15 +377,10 @@ class SQLStore(Store):
                 plain = [(i, s) for i, s in enumerate(specs) if s.key is None]
                 for start in range(0, len(plain), INSERT_CHUNK):
                     chunk = plain[start : start + INSERT_CHUNK]
-                    ids = [new_task_id() for _ in chunk]
-                    rows = json.dumps(
-                        [self._insert_params(s, tid) for (_, s), tid in zip(chunk, ids)],
-                        ensure_ascii=False,
-                    )
-                    by_id = {t.id: t for t in self._tasks("insert_tasks", {"rows": rows})}
-                    for (i, _), tid in zip(chunk, ids):
-                        by_id[tid].cairnq_inserted = True  # type: ignore[attr-defined]
-                        out[i] = by_id[tid]
+                    params = [self._insert_params(s, new_task_id()) for _, s in chunk]
+                    stamps = self._values("insert_tasks", self._insert_many_params(params))
+                    for (i, _), task in zip(chunk, self._inserted_tasks(params, stamps)):
+                        out[i] = task
                 # Keys in sorted order so two concurrent batches take the PG key
                 # locks in the same order (no deadlock); a stable sort keeps
                 # repeated keys in submit order, so the later one sees the earlier.
@@ -505,7 +571,31 @@ class SQLStore(Store):
             params["name"] = wanted[0]  # type: ignore[index]
         else:
             params["names"] = None if wanted is None else self._list(wanted)
-        return self._tasks(statement, params)
+        alias = self.alias
+        rows = decode_rows(defer_large_payloads(self._rows(statement, params)))
+        return [task_from_row(alias, row) for row in rows]
+
+    def get_payload(self, task_id: str) -> Any:
+        """Read and decode one task's payload (one a claim left in the database).
+
+        The text is read first and the driver's copies are gone before it is
+        decoded, so a large payload is in memory twice at most (text and
+        object). ``LostLease`` if the row is gone.
+        """
+        text = self._payload_text(task_id)
+        if text is None:
+            raise LostLease(task_id)
+        return _payload.decode(text)
+
+    def _payload_text(self, task_id: str) -> str | None:
+        """Return a task's payload as JSON text, None if the row is gone.
+
+        Returning closes the cursor, which frees the driver's copy of the text.
+        """
+        with self._cursor("get_payload") as cursor:
+            cursor.execute(load(self.dialect, "get_payload"), {"id": task_id})
+            row = cursor.fetchone()
+        return None if row is None else str(row[0])
 
     def claim_session(
         self,
@@ -656,3 +746,29 @@ class SQLStore(Store):
             return []
         params = {"ids": self._list(ids), "worker_id": worker_id}
         return self._run(lambda: [row["id"] for row in self._rows("release", params)])
+
+    # ---- housekeeping --------------------------------------------------
+    def unserved_names(
+        self,
+        queues: Sequence[str],
+        names: Sequence[str],
+        *,
+        max_names: int = 1000,
+        limit: int = 100,
+    ) -> builtins.list[tuple[str, str]]:
+        """Return ``(queue, name)`` of queued tasks in ``queues`` whose name is not in ``names``.
+
+        A claim filtered by ``names`` never takes such rows (fault plan F18 b):
+        the worker reports them. Read-only; each queue's distinct queued names
+        are walked through the claim-by-name index, at most ``max_names`` of them.
+        """
+        wanted = _unique(queues)
+        if not wanted:
+            return []
+        params = {
+            "queues": self._list(wanted),
+            "names": self._list(_unique(names)),
+            "max_names": max_names,
+            "limit": limit,
+        }
+        return [(row["queue"], row["name"]) for row in self._rows("unserved_names", params)]

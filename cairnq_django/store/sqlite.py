@@ -52,6 +52,9 @@ class SQLiteStore(SQLStore):
         # One value per statement: every column a statement writes agrees.
         return {"now": _now_ms()}
 
+    def _insert_many_params(self, params: list[dict[str, Any]]) -> dict[str, Any]:
+        return {"rows": json.dumps(params, ensure_ascii=False)}
+
     def _complete_many_params(self, items: list[tuple[str, str | None]]) -> dict[str, Any]:
         return {
             "items": json.dumps(

@@ -1,4 +1,5 @@
--- Insert one queued task and return the whole row (protocol 3.1).
+-- Insert one queued task (protocol 3.1); return the values the store does not
+-- already know (it builds the returned row from its parameters and these).
 -- params: id, name, queue, payload (JSON text), metadata (JSON text), max_attempts,
 --         priority, delay_ms, parent_id, root_id, correlation_id, now (process ms)
 -- attempt is left to its column default (0), as every SDK does.
@@ -10,4 +11,4 @@ INSERT INTO cairnq_tasks (
     %(max_attempts)s, %(priority)s, %(now)s + %(delay_ms)s,
     %(parent_id)s, %(root_id)s, %(correlation_id)s, %(now)s, %(now)s
 )
-RETURNING *
+RETURNING id, created_at_ms, updated_at_ms, run_at_ms

@@ -1,4 +1,5 @@
--- Insert many unkeyed queued tasks in one statement (submit_many).
+-- Insert many unkeyed queued tasks in one statement (submit_many); return
+-- each row's id and stamps (the store builds the rows from its parameters).
 -- params: rows (JSON array text; each element an object with id, name, queue,
 --         payload and metadata as JSON *text*, max_attempts, priority, delay_ms,
 --         parent_id, root_id, correlation_id), now (process ms)
@@ -19,4 +20,4 @@ SELECT
     json_extract(r.value, '$.parent_id'), json_extract(r.value, '$.root_id'),
     json_extract(r.value, '$.correlation_id'), %(now)s, %(now)s
 FROM json_each(%(rows)s) AS r
-RETURNING *
+RETURNING id, created_at_ms, updated_at_ms, run_at_ms

@@ -1,0 +1,35 @@
+"""Task and worker ids: ``task_`` / ``worker_`` + a ULID (protocol 2.3).
+
+Pins: the ULID's layout (48-bit milliseconds, then 80 random bits, Crockford
+base32, 26 digits) against a digit-by-digit reference encoder, including the
+extremes, and that ids sort by their millisecond.
+"""
+
+from __future__ import annotations
+
+import os
+from unittest import mock
+
+from cairnq_django import ids
+
+CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+
+
+def reference_ulid(ms: int, randomness: bytes) -> str:
+    value = ms << 80 | int.from_bytes(randomness, "big")
+    return "".join(CROCKFORD[(value >> (5 * (25 - i))) & 31] for i in range(26))
+
+
+def test_ulid_matches_the_reference_encoding() -> None:
+    cases = [(0, bytes(10)), ((1 << 48) - 1, b"\xff" * 10), (1_764_000_000_000, bytes(range(10)))]
+    cases += [(int.from_bytes(os.urandom(6), "big"), os.urandom(10)) for _ in range(500)]
+    for ms, randomness in cases:
+        with mock.patch("cairnq_django.ids.os.urandom", return_value=randomness):
+            assert ids.ulid(ms) == reference_ulid(ms, randomness)
+
+
+def test_ids_have_their_prefix_and_sort_by_millisecond() -> None:
+    assert ids.task_id().startswith("task_") and len(ids.task_id()) == 31
+    assert ids.worker_id().startswith("worker_")
+    assert ids.ulid(1000) < ids.ulid(1001)
+    assert ids.ulid(0)[0] == "0" and ids.ulid((1 << 48) - 1)[0] == "7"
