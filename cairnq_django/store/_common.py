@@ -46,6 +46,9 @@ LEASE_EXPIRED_ERROR = {
 # loads it (``get_payload``; Django's deferred-field loading as a fallback).
 PAYLOAD_BYTES = "cairnq_payload_bytes"
 
+# Result column names per (dialect, statement file), filled on first use.
+_COLUMNS: dict[tuple[str, str], builtins.list[str]] = {}
+
 # The columns of a freshly submitted task that no submit parameter sets.
 _FRESH_ROW: dict[str, Any] = {
     "status": TaskStatus.QUEUED.value,
@@ -254,11 +257,15 @@ class SQLStore(Store):
         sql = load(self.dialect, name)
         with self._cursor(name) as cursor:
             cursor.execute(sql, {**params, **self._clock()})
-            # Read once: psycopg builds a fresh Column per column on every access.
-            description = cursor.description
-            if description is None:
-                return []
-            columns = [col[0] for col in description]
+            # A statement file always answers with the same columns: read them
+            # once per process (psycopg builds a Column object per column on
+            # every description access, 24 for a task row).
+            columns = _COLUMNS.get((self.dialect, name))
+            if columns is None:
+                description = cursor.description
+                if description is None:
+                    return []
+                columns = _COLUMNS[(self.dialect, name)] = [col[0] for col in description]
             return [dict(zip(columns, row)) for row in cursor.fetchall()]
 
     def _values(self, name: str, params: dict[str, Any]) -> builtins.list[tuple[Any, ...]]:

@@ -14,10 +14,15 @@
 -- transaction ends, including the implicit one of an autocommit statement, and
 -- the commit_mode CTE is joined below so it is evaluated (once) whenever a row
 -- is written. See docs/performance-notes.md for what a lost claim costs.
--- The picked ids reach the UPDATE as one array (an InitPlan, run once) so
--- the rows are fetched by primary key; joining the CTE instead let the
--- planner hash-join it against a scan of the whole table (~20%% slower
--- for 256 rows).
+-- The picked rows reach the UPDATE as one array of their ctids (an InitPlan,
+-- run once), so the UPDATE is a TID scan: it goes straight to the row versions
+-- picked just locked, whatever the table statistics say. With ids instead,
+-- stale statistics (a queue analyzed while empty, then filled) made the
+-- planner seq-scan the whole table for every claim, and joining the CTE let it
+-- hash-join against such a scan. A locked row cannot move, and a picked row
+-- whose locked version is newer than this statement's snapshot (changed by
+-- another transaction after the snapshot, still queued) is left unclaimed,
+-- not claimed twice.
 -- The payload comes back only when small. A larger one stays in the database:
 -- payload is null and payload_bytes carries the size of its JSON text instead,
 -- for the byte budget (protocol 4.6), and the worker fetches it by id
@@ -38,7 +43,7 @@ WITH commit_mode AS MATERIALIZED (
     ) AS applied
 ),
 picked AS MATERIALIZED (
-    SELECT id FROM cairnq_tasks
+    SELECT ctid FROM cairnq_tasks
     WHERE queue = %(queue)s
       AND status = 'queued'
       AND (%(names)s::text[] IS NULL OR name = ANY(%(names)s::text[]))
@@ -54,7 +59,7 @@ SET status = 'running',
     attempt = t.attempt + 1,
     updated_at_ms = (extract(epoch from clock_timestamp()) * 1000)::bigint
 FROM commit_mode
-WHERE t.id = ANY(ARRAY(SELECT id FROM picked))
+WHERE t.ctid = ANY(ARRAY(SELECT ctid FROM picked))
 RETURNING t.id, t.name, t.queue, t.status,
     CASE WHEN pg_column_size(t.payload)
               <= CASE WHEN pg_column_compression(t.payload) IS NULL THEN 262144 ELSE 8192 END
