@@ -207,7 +207,7 @@ def _announce(store: Store, rows: Sequence[tuple[Task, bool]]) -> None:
     from .models import Task as TaskModel
 
     fresh = [row for row, inserted in rows if inserted]
-    if not fresh:
+    if not fresh or not signals.task_enqueued.receivers:
         return
 
     def send() -> None:
@@ -272,6 +272,7 @@ def _specs_for_many(items: Iterable[Any], common: Mapping[str, Any]) -> builtins
     if unknown:
         raise TypeError(f"submit_many() got unexpected options: {', '.join(sorted(unknown))}")
     specs = []
+    shared: SubmitSpec | None = None
     for index, item in enumerate(items):
         if isinstance(item, Mapping):
             fields = dict(item)
@@ -284,11 +285,28 @@ def _specs_for_many(items: Iterable[Any], common: Mapping[str, Any]) -> builtins
             payload = fields.pop("payload", None)
         elif isinstance(item, (tuple, builtins.list)) and len(item) == 2:
             name, payload = item
-            fields = {}
+            # A pair takes every option from ``common``: validate those once
+            # (the first pair builds the template), then only the pair itself.
+            if shared is None:
+                shared = build_spec(name, payload, **common)
+                specs.append(shared)
+            else:
+                specs.append(_like(shared, name, payload))
+            continue
         else:
             raise ValueError(f"items[{index}] must be a dict or a (name, payload) pair, got {item!r}")
         specs.append(build_spec(name, payload, **{**common, **fields}))
     return specs
+
+
+def _like(shared: SubmitSpec, name: Any, payload: Any) -> SubmitSpec:
+    """``shared`` with another name and payload, checked as ``build_spec`` checks them."""
+    _require_text(name, "name")
+    payload_json = encode_object(payload, what="payload")
+    _check_payload_size(payload_json)
+    # The constructor with the shared values (dataclasses.replace costs more
+    # than the rest of this function: it reads every field back by name).
+    return type(shared)(**{**shared.__dict__, "name": name, "payload_json": payload_json})
 
 
 def submit_many(items: Iterable[Any], **common: Any) -> builtins.list[Task]:

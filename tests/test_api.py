@@ -306,6 +306,16 @@ def test_submit_many_writes_nothing_when_one_item_is_bad(cairnq_db: Any) -> None
         cq.submit_many([("a", {}), "just-a-name"])
     with pytest.raises(TypeError):
         cq.submit_many([("a", {})], colour="red")
+    # Pairs after the first reuse its validated options; each pair's own name
+    # and payload are still checked.
+    with pytest.raises(ValueError, match="name"):
+        cq.submit_many([("a", {}), ("", {})])
+    with pytest.raises(ValueError, match="NUL"):
+        cq.submit_many([("a", {}), ("b\x00", {})])
+    with pytest.raises(cq.SerializationError):
+        cq.submit_many([("a", {}), ("b", {"s": {1, 2}})])
+    with pytest.raises(ValueError, match="priority"):
+        cq.submit_many([("a", {}), ("b", {})], priority="high")
     assert queued_count() == 0
 
 
