@@ -56,6 +56,7 @@ from .api import (
 from .exceptions import (
     AlreadyExists,
     CairnQError,
+    DatabaseFull,
     LostLease,
     PayloadTooLarge,
     QueueFull,
@@ -151,6 +152,7 @@ __all__ = [
     "TaskCanceled",
     "TaskTimeout",
     "QueueFull",
+    "DatabaseFull",
     "PayloadTooLarge",
     "UnknownTask",
     "SchemaNotInstalled",

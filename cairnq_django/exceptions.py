@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.db import OperationalError
+
 
 class CairnQError(Exception):
     """Base class of every cairnq_django runtime error."""
@@ -124,3 +126,21 @@ class UnknownTask(CairnQError, LookupError):
 
 class SchemaNotInstalled(CairnQError):
     """The cairnq tables are missing: ``manage.py migrate cairnq`` has not run."""
+
+
+class DatabaseFull(CairnQError, OperationalError):
+    """The SQLite database could not grow: its disk is full; nothing of the write was stored.
+
+    It is also Django's ``OperationalError``, so code that already handles
+    database errors keeps working, and the worker retries its own writes
+    (claims, heartbeats, settlements) until space is freed, as it does for an
+    outage.
+    """
+
+    def __init__(self, path: str, detail: str) -> None:
+        super().__init__(
+            f"the SQLite database {path} is full: free space on its filesystem "
+            f"(or raise PRAGMA max_page_count); nothing of this write was stored "
+            f"(SQLite: {detail})"
+        )
+        self.path = path

@@ -5,13 +5,16 @@ whatever the length), booleans as 0/1. SQLite has a single writer, so a whole
 operation that meets "database is locked" is retried with jittered backoff
 within ``CAIRNQ["SQLITE_BUSY_TIMEOUT_MS"]`` -- but only when it owns its
 transaction: inside a caller's ``atomic()`` block the caller's earlier work
-would be lost by a retry, so the error is theirs to handle.
+would be lost by a retry, so the error is theirs to handle. A write that
+finds the disk full ("database or disk is full") is never retried here: it
+raises ``DatabaseFull``, naming the file.
 """
 
 from __future__ import annotations
 
 import json
 import random
+import sqlite3
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
@@ -19,6 +22,7 @@ from typing import Any, TypeVar
 from django.db import OperationalError, connections
 
 from ..conf import get_config
+from ..exceptions import DatabaseFull
 from ._common import SQLStore
 
 T = TypeVar("T")
@@ -31,6 +35,12 @@ _MAX_BACKOFF_S = 0.05
 def _is_busy(exc: BaseException) -> bool:
     text = str(exc).lower()
     return any(message in text for message in _BUSY_MESSAGES)
+
+
+def _is_full(exc: OperationalError) -> bool:
+    # Django chains the driver's error, which carries SQLite's result code.
+    code = getattr(exc.__cause__, "sqlite_errorcode", None)
+    return code == sqlite3.SQLITE_FULL or "database or disk is full" in str(exc).lower()
 
 
 def _now_ms() -> int:
@@ -75,6 +85,16 @@ class SQLiteStore(SQLStore):
         }
 
     def _run(self, operation: Callable[[], T]) -> T:
+        try:
+            return self._run_waiting_out_locks(operation)
+        except OperationalError as exc:
+            if isinstance(exc, DatabaseFull) or not _is_full(exc):
+                raise
+            # SQLite rolled the failed write back; say which file ran out of room.
+            path = str(connections[self.alias].settings_dict["NAME"])
+            raise DatabaseFull(path, str(exc)) from exc
+
+    def _run_waiting_out_locks(self, operation: Callable[[], T]) -> T:
         if connections[self.alias].in_atomic_block:
             return operation()
         budget_ms = int(get_config()["SQLITE_BUSY_TIMEOUT_MS"])

@@ -454,6 +454,10 @@ class Worker(ContextHooks):
                         logger.exception("claim failed, retrying")
                 else:
                     logger.debug("claim failed again (%d): %s", errors.failures, exc)
+                # Re-arm first: the failed claim may itself have touched the
+                # SQLite files (a write refused on a full disk), which must not
+                # count as a wake-up and cut the backoff short.
+                self.waker.arm()
                 self.waker.wait(delay)
                 continue
             if errors.reset():

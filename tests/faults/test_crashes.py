@@ -1,16 +1,20 @@
 """Process crashes lose nothing: ``kill -9`` of workers mid-run (F01), inside
 the claim transaction (F02), after the side effect (F03), a poison task that
-kills its worker on every attempt (F04), a memory limit (F05a) and handlers
+kills its worker on every attempt (F04), a memory limit (F05a), the kernel
+OOM killer in a memory cgroup (F05b) and handlers
 that raise ``SystemExit``/``KeyboardInterrupt`` or call ``os._exit`` (F06).
 Re-runs happen only where a process died holding the lease (at-least-once)."""
 
 from __future__ import annotations
 
+import os
 import random
 import shutil
 import signal
 import subprocess
 import time
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,7 +23,16 @@ from django.db import connection
 from cairnq_django import api
 from cairnq_django.models import Task
 
-from .conftest import FULL, final_rows, starts, verify, wait_terminal, wait_until
+from .conftest import (
+    FULL,
+    Supervisor,
+    WorkerProcess,
+    final_rows,
+    starts,
+    verify,
+    wait_terminal,
+    wait_until,
+)
 
 pytestmark = [pytest.mark.fault, pytest.mark.django_db(transaction=True)]
 
@@ -221,6 +234,143 @@ def test_f05a_memory_error_is_the_tasks_failure(
     assert Task.objects.get(id=after).status == "succeeded"
     assert worker.alive()
     figures.update(tasks=2, faults="MemoryError under prlimit --as", why="")
+
+
+CGROUP_LIMIT = 256 << 20  # the plan's MemoryMax=256M
+
+
+def _memory_mount() -> Path | None:
+    """Where the cgroup v1 memory controller is mounted, or None."""
+    for line in Path("/proc/self/mounts").read_text().splitlines():
+        fields = line.split()
+        if len(fields) >= 4 and fields[2] == "cgroup" and "memory" in fields[3].split(","):
+            return Path(fields[1])
+    return None
+
+
+def _own_memory_cgroup(mount: Path) -> Path:
+    """This process's memory cgroup: the new group nests below it, inside its accounting."""
+    for line in Path("/proc/self/cgroup").read_text().splitlines():
+        _, controllers, path = line.split(":", 2)
+        if "memory" in controllers.split(","):
+            own = mount / path.lstrip("/")
+            return own if own.is_dir() else mount
+    return mount
+
+
+def _swap_on() -> bool:
+    return len(Path("/proc/swaps").read_text().splitlines()) > 1
+
+
+class MemoryCgroup:
+    """A cgroup v1 memory group of this test's own, capped at ``CGROUP_LIMIT`` without swap."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def read(self, name: str) -> str:
+        return (self.path / name).read_text()
+
+    def pids(self) -> list[int]:
+        return [int(pid) for pid in self.read("cgroup.procs").split()]
+
+    def join(self, worker: WorkerProcess) -> WorkerProcess:
+        """Move a just-started worker in (all its threads; it is still importing Django)."""
+        (self.path / "cgroup.procs").write_text(str(worker.pid))
+        return worker
+
+    def oom_kills(self) -> int | None:
+        """The kernel's count of OOM kills in this group (``oom_kill``, Linux >= 4.13)."""
+        fields = dict(line.split() for line in self.read("memory.oom_control").splitlines())
+        return int(fields["oom_kill"]) if "oom_kill" in fields else None
+
+
+@pytest.fixture
+def memory_cgroup() -> Iterator[MemoryCgroup]:
+    """Create the group (or skip saying why), then remove it once its workers are gone."""
+    mount = _memory_mount()
+    if mount is None:
+        pytest.skip("F05b needs the cgroup v1 memory controller, which is not mounted here")
+    path = _own_memory_cgroup(mount) / f"cairnq-f05b-{os.getpid()}"
+    try:
+        path.mkdir()
+        (path / "memory.limit_in_bytes").write_text(str(CGROUP_LIMIT))
+        memsw = path / "memory.memsw.limit_in_bytes"
+        if memsw.exists():
+            memsw.write_text(str(CGROUP_LIMIT))  # memory + swap: no escape into swap
+        elif _swap_on():
+            raise OSError("swap is on and memory.memsw is missing: the hog would swap, not die")
+    except OSError as exc:
+        if path.is_dir():
+            path.rmdir()
+        pytest.skip(f"cannot set up a 256 MiB memory cgroup at {path}: {exc}")
+    group = MemoryCgroup(path)
+    try:
+        yield group
+    finally:
+        # Only this test's workers are in the group: kill what is left, then rmdir
+        # (EBUSY until the kernel has let the last one go).
+        deadline = time.monotonic() + 10
+        while True:
+            for pid in group.pids():
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            try:
+                path.rmdir()
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+
+
+def test_f05b_oom_killer_in_a_memory_cgroup_acts_like_a_poison_task(
+    cairnq_db: Any, memory_cgroup: MemoryCgroup, start_worker: Any, ledger: Any,
+    figures: dict[str, Any],
+) -> None:
+    hog = api.submit("faults.memory_hog", {"mb": 1024}, max_attempts=3).id
+    ids = [t.id for t in api.submit_many([("demo.sleep", {"ms": 30}) for _ in range(20)])]
+    # Like F04, one worker at concurrency 1 that a supervisor restarts; every
+    # incarnation is moved into the 256 MiB group before it can claim. The hog
+    # fills its 1 GiB bytearray with zeros, so its RSS really grows past the cap.
+    sup = Supervisor(
+        lambda: memory_cgroup.join(
+            start_worker("--concurrency", "1", overrides={**FAST, "RETRY_BACKOFF_MS": 1000})
+        ),
+        1,
+    )
+    try:
+        wait_terminal([hog, *ids], 90)
+        row = Task.objects.get(id=hog)
+        assert (row.status, row.attempt) == ("failed", 3)
+        assert row.error["code"] == "lease_expired"
+        events = ledger()
+        hog_starts = [e for e in starts(events) if e["task_id"] == hog]
+        assert [e["attempt"] for e in hog_starts] == [1, 2, 3]
+        assert not [e for e in events if e.get("task_id") == hog and e["event"] == "end"]
+        # Each attempt's worker died of SIGKILL, and the kernel says it sent them.
+        crash_pids = {pid for pid, code in sup.exits if code == -signal.SIGKILL}
+        assert {e["pid"] for e in hog_starts} <= crash_pids
+        oom_kills = memory_cgroup.oom_kills()
+        assert oom_kills is None or oom_kills == 3, memory_cgroup.read("memory.oom_control")
+        # Crash loop over: exactly three deaths, the last worker is alive and idle.
+        time.sleep(1.0)
+        assert len(sup.exits) == 3 and sup.workers[0].alive()
+        assert sup.workers[0].pid in memory_cgroup.pids()
+        verify(
+            events, [hog, *ids], figures,
+            expected={**{i: "succeeded" for i in ids}, hog: "failed"},
+            lost_pids=crash_pids,
+        )
+        assert sup.stop() == [0]
+    finally:
+        sup._stop.set()
+    figures.update(
+        faults="3 OOM kills (1 GiB hog, cgroup v1 memory limit 256 MiB)",
+        why="the hog task's own 3 attempts",
+    )
 
 
 @pytest.mark.parametrize("kind", ["exit", "interrupt"])

@@ -2,19 +2,28 @@
 mid-run, fast and immediate (F10), killed connections (F11), the server down
 for longer than the lease (F12), a server that hangs -- a table lock held by
 someone else, a stopped backend (F13) -- and SQLite contention between a web
-process and two workers, plus the misconfigured-SQLite check (F14).
+process and two workers, the misconfigured-SQLite check, and a SQLite file
+whose disk fills up (F14).
 
 Restarts and stops use a private cluster (``private_cluster``), never the
 shared server; F11 kills only backends of this test database."""
 
 from __future__ import annotations
 
+import errno
+import json
 import os
 import re
 import signal
+import sqlite3
+import subprocess
+import sys
+import tempfile
 import threading
 import time
 from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,9 +32,10 @@ from django.db import connection
 from cairnq_django import api
 from cairnq_django.models import Task
 
-from ._invariants import check
+from ._invariants import check, rows_from
 from .conftest import (
     FULL,
+    REPO_ROOT,
     PrivateCluster,
     starts,
     submit_private,
@@ -335,3 +345,166 @@ def test_f14b_transaction_mode_unset_is_a_check_error(dialect: str, figures: dic
     assert '"transaction_mode": "IMMEDIATE"' in (found[0].hint or "")
     # tests/test_checks.py pins the DEFERRED / lower-case variants of the same check.
     figures.update(faults="transaction_mode unset")
+
+
+# ---- F14c: the SQLite file's disk fills up -------------------------------------------
+
+
+@pytest.fixture
+def small_tmpfs(dialect: str) -> Iterator[Path]:
+    """Mount a 2 MB tmpfs for one test and unmount it after; skip where mounting is not allowed."""
+    if dialect != "sqlite":
+        pytest.skip("SQLite full-disk case")
+    root = Path(tempfile.mkdtemp(prefix="cairnq-f14c-"))
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(root)],
+                             capture_output=True, text=True, check=False)
+    if mounted.returncode != 0:
+        root.rmdir()
+        pytest.skip(f"cannot mount a 2 MB tmpfs (needs root): {mounted.stderr.strip() or mounted.returncode}")
+    try:
+        yield root
+    finally:
+        # A worker killed at teardown may still hold a file open for a moment.
+        if subprocess.run(["umount", str(root)], capture_output=True, check=False).returncode != 0:
+            subprocess.run(["umount", "-l", str(root)], capture_output=True, check=False)
+        root.rmdir()
+
+
+def _fill(path: Path, leave: int = 0) -> None:
+    """Grow ``path`` until its filesystem has at most ``leave`` bytes free (0: until ENOSPC)."""
+    page = os.statvfs(path.parent).f_frsize
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        while True:
+            stats = os.statvfs(path.parent)
+            if leave and stats.f_bavail * stats.f_frsize <= leave:
+                return
+            try:
+                os.write(fd, b"\0" * page)
+            except OSError as exc:
+                if exc.errno != errno.ENOSPC:
+                    raise
+                return
+    finally:
+        os.close(fd)
+
+
+# Runs in a subprocess on the tmpfs database (a "web process"): submit through
+# the public API until a submit fails, then try one batch on the full disk.
+_SUBMIT_SCRIPT = """
+import json, sys, django
+django.setup()
+import cairnq_django as cairnq
+from django.db import OperationalError
+from cairnq_django.exceptions import CairnQError
+
+args = json.load(sys.stdin)
+payload = {"ms": args["ms"], "pad": "x" * args["pad"]}
+ids, errors = [], []
+
+def describe(exc):
+    return {"type": type(exc).__name__, "message": str(exc),
+            "cairnq": isinstance(exc, CairnQError), "operational": isinstance(exc, OperationalError)}
+
+for _ in range(args["most"]):
+    try:
+        ids.append(cairnq.submit("demo.sleep", payload).id)
+    except Exception as exc:
+        errors.append(describe(exc))
+        break
+if errors:
+    try:
+        cairnq.submit_many([("demo.sleep", payload)] * 3)
+    except Exception as exc:
+        errors.append(describe(exc))
+print(json.dumps({"ids": ids, "errors": errors}))
+"""
+
+
+def _submit_lite(env: dict[str, str], most: int, pad: int, ms: int) -> dict[str, Any]:
+    """Submit up to ``most`` tasks from a separate process; return its ids and errors."""
+    result = subprocess.run(
+        [sys.executable, "-c", _SUBMIT_SCRIPT],
+        input=json.dumps({"most": most, "pad": pad, "ms": ms}),
+        cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=120, check=False,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    answer: dict[str, Any] = json.loads(result.stdout.strip().splitlines()[-1])
+    return answer
+
+
+def test_f14c_sqlite_disk_full(
+    cairnq_db: Any, dialect: str, small_tmpfs: Path, start_worker: Any, subprocess_env: dict[str, str],
+    ledger: Any, figures: dict[str, Any],
+) -> None:
+    db = small_tmpfs / "queue.sqlite3"
+    url = f"sqlite:///{db}"
+    env = dict(subprocess_env, DATABASE_URL=url)
+    subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=REPO_ROOT, env=env,
+                   check=True, capture_output=True, timeout=180)
+    # Held open to the end, as a web process would: the database never loses
+    # its last connection, so no close-time checkpoint frees space behind the test.
+    holder = sqlite3.connect(db, timeout=30)
+    try:
+        worker = start_worker("--concurrency", "1", env={"DATABASE_URL": url},
+                              overrides={"LEASE_MS": 10_000, "HEARTBEAT_INTERVAL_MS": 1000, "POLL_INTERVAL_MS": 50})
+        worker.wait_ready()
+        ballast = small_tmpfs / "ballast"
+        _fill(ballast, leave=512 * 1024)
+        # The queue itself fills the last 512 KB: 8 KB payloads, 400 ms handlers,
+        # so most are still queued when the disk is full.
+        filled = _submit_lite(env, most=500, pad=8000, ms=400)
+        ids: list[str] = filled["ids"]
+        single, batch = filled["errors"]
+        assert ids, filled
+        for error in (single, batch):
+            assert error["type"] == "DatabaseFull" and error["cairnq"] and error["operational"], error
+            assert str(db) in error["message"] and "full" in error["message"], error
+        # Top off to the last byte so every write of the worker fails too.
+        _fill(ballast)
+        wait_until(lambda: "is full" in worker.output() or not worker.alive(), 20,
+                   what="the worker to log the full disk")
+        time.sleep(3)  # the worker keeps polling against the full disk
+        assert worker.alive(), worker.output()[-3000:]
+        waiting = holder.execute(
+            "SELECT count(*) FROM cairnq_tasks WHERE status IN ('queued', 'running')").fetchone()[0]
+        assert waiting > 0
+        os.unlink(ballast)
+
+        def all_terminal(task_ids: list[str]) -> bool:
+            marks = ",".join("?" * len(task_ids))
+            found = holder.execute(
+                f"SELECT count(*) FROM cairnq_tasks WHERE id IN ({marks})"
+                " AND status IN ('succeeded', 'failed', 'canceled')",
+                task_ids).fetchone()[0]
+            return bool(found == len(task_ids))
+
+        wait_until(lambda: all_terminal(ids), 60, interval=0.25, what=f"{len(ids)} tasks after space was freed")
+        more = _submit_lite(env, most=3, pad=10, ms=10)
+        assert len(more["ids"]) == 3 and not more["errors"], more
+        wait_until(lambda: all_terminal(more["ids"]), 30, interval=0.25, what="tasks submitted after the fill")
+        assert worker.alive()
+        out = worker.output()
+        assert "database reachable again" in out, out[-3000:]
+        # No hot loop: failed claims back off (0.25 s doubling to 5 s) even
+        # though each refused write touches the WAL file the idle wait watches.
+        assert out.count("claim failed again") < 30, out[-3000:]
+        # Nothing half-written: the table holds exactly the submits that returned.
+        everything = ids + more["ids"]
+        rows = rows_from(
+            dict(zip(("id", "status", "attempt", "worker_id", "lease_until_ms"), row))
+            for row in holder.execute("SELECT id, status, attempt, worker_id, lease_until_ms FROM cairnq_tasks")
+        )
+        assert sorted(r.id for r in rows) == sorted(everything)
+        verdict = check(ledger(), rows, lease_loss_ok=True)
+        figures.update(tasks=len(rows), lost=verdict.lost, duplicates=verdict.duplicates)
+        verdict.assert_ok()
+        assert holder.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        worker.signal(signal.SIGTERM)
+        assert worker.wait(15) == 0
+    finally:
+        holder.close()
+    figures.update(
+        faults=f"2 MB tmpfs filled by {len(ids)} x 8 KB tasks + ballast, {waiting} waiting; freed after 3 s",
+        why="settlements that met the full disk past the lease" if verdict.duplicates else "",
+    )
