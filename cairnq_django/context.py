@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, cast
 from django.db import transaction
 
 from .exceptions import LostLease
-from .payload import byte_size, encode
+from .payload import DEFERRED_SIZE_ATTR, byte_size, encode
 from .worker._envelopes import as_envelope
 from .worker.backoff import (
     DEFAULT_RETRY_BACKOFF_MAX_MS,
@@ -154,7 +154,7 @@ class TaskContext:
 
     @property
     def payload(self) -> Any:
-        if "payload" not in self._task.__dict__:
+        if self._payload_deferred:
             self._load_payload()
         return self._task.payload
 
@@ -212,7 +212,7 @@ class TaskContext:
     def _load_payload(self) -> None:
         """Fetch the payload the claim left in the database (no-op if loaded)."""
         task = self._task
-        if "payload" in task.__dict__:
+        if not self._payload_deferred:
             return
         store = cast("SQLStore", self._store)
         # SQLite rewrites a whole row to change one column, and a write that
@@ -234,17 +234,13 @@ class TaskContext:
 
     def _drop_payload(self) -> None:
         """Forget a payload ``_load_payload`` fetched; a later use fetches it again."""
-        from .store._common import PAYLOAD_BYTES
-
         task = self._task
-        if PAYLOAD_BYTES in task.__dict__:
+        if DEFERRED_SIZE_ATTR in task.__dict__:
             task.__dict__.pop("payload", None)
 
     def _payload_bytes(self) -> int:
         """Return the payload's size for the byte budget, without fetching it."""
-        from .store._common import PAYLOAD_BYTES
-
-        size: int | None = self._task.__dict__.get(PAYLOAD_BYTES)
+        size: int | None = self._task.__dict__.get(DEFERRED_SIZE_ATTR)
         return byte_size(self._task.payload) if size is None else size
 
     # ---- worker-side bookkeeping -------------------------------------------

@@ -14,6 +14,11 @@ from typing import Any
 
 from .exceptions import SerializationError
 
+# Set on a claimed Task whose payload the claim left in the database (too
+# large to carry, see sql/*/claim.sql): the payload's size in bytes, for the
+# byte budget. Such a Task has no payload attribute until it is loaded.
+DEFERRED_SIZE_ATTR = "cairnq_payload_bytes"
+
 _encoder = json.JSONEncoder(separators=(",", ":"), allow_nan=False, ensure_ascii=False)
 
 

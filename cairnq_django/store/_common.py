@@ -40,11 +40,9 @@ LEASE_EXPIRED_ERROR = {
     "details": {},
 }
 
-# Set on a claimed Task whose payload the claim left in the database (too
-# large to carry, see sql/*/claim.sql): the payload's size in bytes, for the
-# byte budget. Such a Task has no payload attribute of its own until someone
-# loads it (``get_payload``; Django's deferred-field loading as a fallback).
-PAYLOAD_BYTES = "cairnq_payload_bytes"
+# A claimed Task whose payload stayed in the database carries its size here
+# (``get_payload`` loads it; Django's deferred-field loading as a fallback).
+PAYLOAD_BYTES = _payload.DEFERRED_SIZE_ATTR
 
 # Result column names per (dialect, statement file), filled on first use.
 _COLUMNS: dict[tuple[str, str], builtins.list[str]] = {}
