@@ -29,6 +29,7 @@ from django.utils.text import Truncator
 from django.utils.translation import gettext_lazy as _
 
 from . import admin_views
+from .admin_preview import fill_payload_heads, reads_blobs
 from .conf import get_config
 from .models import LIVE_STATUSES, QueueDashboard, Task, TaskKey, TaskStatus, ms_to_datetime
 from .registry import get_task, registered
@@ -219,11 +220,15 @@ def _with_payload_head(queryset: QuerySet[Task]) -> QuerySet[Task]:
     """Load only the start of each payload for the changelist, never whole documents.
 
     A page of 50 rows holding 50 MB payloads would otherwise read, decode and
-    re-encode gigabytes. SQLite reads a prefix; PostgreSQL cannot cut jsonb
-    without converting all of it to text, so it returns small payloads whole
-    and for larger ones only their stored size (``pg_column_size``, no detoast).
+    re-encode gigabytes. SQLite reads a prefix of each row of the page through
+    blob I/O once the page is fetched (``PreviewChangeList``); PostgreSQL cannot
+    cut jsonb without converting all of it to text, so it returns small
+    payloads whole and for larger ones only their stored size
+    (``pg_column_size``, no detoast).
     """
     queryset = queryset.defer("payload")
+    if reads_blobs(queryset.db):
+        return queryset
     if connections[queryset.db].vendor == "postgresql":
         size = Func(F("payload"), function="pg_column_size", output_field=IntegerField())
         head = Case(
@@ -232,12 +237,27 @@ def _with_payload_head(queryset: QuerySet[Task]) -> QuerySet[Task]:
             output_field=TextField(),
         )
         return queryset.annotate(payload_bytes=size).annotate(payload_head=head)
+    # SQLite without blob I/O (Python 3.10): substr() loads each whole value.
     return queryset.annotate(
         payload_head=Substr(Cast("payload", TextField()), 1, PREVIEW_SOURCE_CHARS + 1)
     )
 
 
+class PreviewChangeList(ChangeList):
+    """A changelist that reads the SQLite payload heads of its page in one pass."""
+
+    def get_results(self, request: HttpRequest) -> None:
+        super().get_results(request)
+        alias = self.result_list.db
+        if reads_blobs(alias):
+            # Evaluates the page query; the template then iterates its cached rows.
+            fill_payload_heads(alias, list(self.result_list), PREVIEW_SOURCE_CHARS + 1)
+
+
 def _preview_from_head(head: str | None, stored_bytes: int | None) -> str:
+    if head is None and stored_bytes is None:
+        # SQLite: the row went away between the page query and the blob read.
+        return "—"
     if head is None:
         return str(_("(large payload: %(size)s bytes stored)") % {"size": stored_bytes})
     if len(head) <= PREVIEW_SOURCE_CHARS:
@@ -338,6 +358,9 @@ class TaskAdmin(admin.ModelAdmin):
         return _has_perm(request, f"{self.opts.app_label}.retry_task")
 
     # ---- queries -------------------------------------------------------
+    def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
+        return PreviewChangeList
+
     def get_queryset(self, request: HttpRequest) -> QuerySet[Task]:
         queryset = super().get_queryset(request).using(_alias())
         match = getattr(request, "resolver_match", None)
