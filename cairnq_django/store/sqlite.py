@@ -8,6 +8,16 @@ transaction: inside a caller's ``atomic()`` block the caller's earlier work
 would be lost by a retry, so the error is theirs to handle. A write that
 finds the disk full ("database or disk is full") is never retried here: it
 raises ``DatabaseFull``, naming the file.
+
+Large-row mode. SQLite answers an ``UPDATE ... RETURNING`` by holding three
+copies of each row it changes (the old row, the new row, the record it
+writes), where a plain ``UPDATE`` holds two: with a 50 MB payload that third
+copy is 50 MB of the worker's peak. When ``CAIRNQ["MAX_PAYLOAD_BYTES"]``
+admits payloads over ``LARGE_ROW_BYTES`` (or is None), the worker's writes
+(claims, batch settlement, lease renewal, hand-back) run as pick / write /
+read statements (``sql/sqlite/large_rows/``) in one IMMEDIATE transaction
+instead: the same rows, the same answer, one or two statements more, and no
+RETURNING. Deployments at the default limit keep the single statements.
 """
 
 from __future__ import annotations
@@ -19,16 +29,33 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from django.db import OperationalError, connections
+from django.db import OperationalError, connections, transaction
 
 from ..conf import get_config
 from ..exceptions import DatabaseFull
 from ._common import SQLStore
+from .sql import load
 
 T = TypeVar("T")
 
 _BUSY_MESSAGES = ("database is locked", "database is busy", "database table is locked")
 _FIRST_BACKOFF_S = 0.001
+
+# Above this payload limit the worker's writes avoid RETURNING (see above).
+LARGE_ROW_BYTES = 8 << 20
+
+# Statement -> (pick, write, read) in large-row mode. The pick's rows are the
+# answer when there is no read (the write changes none of their columns).
+_LARGE_ROW_STEPS: dict[str, tuple[str, str, str | None]] = {
+    "claim": ("claim_pick", "claim_write", "claim_read"),
+    "claim_one_name": ("claim_one_name_pick", "claim_write", "claim_read"),
+    "claim_one_queue": ("claim_one_queue_pick", "claim_write", "claim_read"),
+    "claim_one_queue_one_name": ("claim_one_queue_one_name_pick", "claim_write", "claim_read"),
+    "complete_many": ("settle_pick", "complete_many_write", "settled_read"),
+    "fail_many": ("settle_pick", "fail_many_write", "settled_read"),
+    "heartbeat_batch": ("owned_pick", "heartbeat_batch_write", None),
+    "release": ("owned_pick", "release_write", None),
+}
 _MAX_BACKOFF_S = 0.05
 
 
@@ -41,6 +68,11 @@ def _is_full(exc: OperationalError) -> bool:
     # Django chains the driver's error, which carries SQLite's result code.
     code = getattr(exc.__cause__, "sqlite_errorcode", None)
     return code == sqlite3.SQLITE_FULL or "database or disk is full" in str(exc).lower()
+
+
+def _large_rows() -> bool:
+    limit = get_config()["MAX_PAYLOAD_BYTES"]
+    return limit is None or int(limit) > LARGE_ROW_BYTES
 
 
 def _now_ms() -> int:
@@ -83,6 +115,29 @@ class SQLiteStore(SQLStore):
                 ensure_ascii=False,
             )
         }
+
+    def _rows(self, name: str, params: dict[str, Any]) -> list[dict[str, Any]]:
+        steps = _LARGE_ROW_STEPS.get(name)
+        if steps is None or not _large_rows():
+            return super()._rows(name, params)
+        pick, write, read = steps
+        params = {**params, **self._clock()}  # one "now" for all three
+        # savepoint=False: inside a claim session this joins its transaction.
+        with transaction.atomic(using=self.alias, savepoint=False):
+            picked = self._step_rows(pick, params)
+            if not picked:
+                return []
+            params["picked"] = self._list([row["id"] for row in picked])
+            self._step_rows(write, params)
+            return picked if read is None else self._step_rows(read, params)
+
+    def _step_rows(self, name: str, params: dict[str, Any]) -> list[dict[str, Any]]:
+        with connections[self.alias].cursor() as cursor:
+            cursor.execute(load(self.dialect, f"large_rows/{name}"), params)
+            if cursor.description is None:
+                return []
+            columns = [col[0] for col in cursor.description]
+            return [dict(zip(columns, row)) for row in cursor.fetchall()]
 
     def _run(self, operation: Callable[[], T]) -> T:
         try:

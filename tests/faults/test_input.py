@@ -102,11 +102,12 @@ def test_f15_50mb_payloads_run_with_a_raised_limit(
     # One payload at a time: the claim leaves large payloads in the database
     # and the handler's thread fetches its own by id, so the peak does not
     # grow with the number queued. The worker's own copies are the fetch's
-    # two (text, object). SQLite adds its own: every write of the row (claim,
-    # heartbeat, settlement) rewrites the whole record, about three copies
-    # (~143 MB), plus each writing connection's page cache; that sits at
-    # 3x already, hence its looser bound (see docs/reliability.md).
-    bound = 3 * 50 if dialect == "postgres" else 3.5 * 50
+    # two (text, object). SQLite rewrites the whole record on every write of
+    # the row (two copies); large-row mode keeps RETURNING, which would make
+    # it three, off those writes (store/sqlite.py). The plan's bound is 3x;
+    # SQLite is held to 2.5x so that a write with RETURNING (about +148 MB
+    # on its own) fails here.
+    bound = 3 * 50 if dialect == "postgres" else 2.5 * 50
     assert growth < bound, f"worker peak RSS grew {growth:.0f} MB"
     worker.signal(signal.SIGTERM)
     assert worker.wait(30) == 0
