@@ -274,7 +274,8 @@ class SQLStore(Store):
 
     def _tasks(self, name: str, params: dict[str, Any]) -> builtins.list[Task]:
         alias = self.alias
-        return [task_from_row(alias, row) for row in decode_rows(self._rows(name, params))]
+        rows = decode_rows(defer_large_payloads(self._rows(name, params)))
+        return [task_from_row(alias, row) for row in rows]
 
     def _task(self, name: str, params: dict[str, Any]) -> Task | None:
         rows = self._tasks(name, params)
@@ -305,6 +306,16 @@ class SQLStore(Store):
             "root_id": spec.root_id or task_id,
             "correlation_id": spec.correlation_id,
         }
+
+    def _insert_unkeyed(
+        self, plain: builtins.list[tuple[int, SubmitSpec]]
+    ) -> Iterable[tuple[int, Task]]:
+        """Insert unkeyed specs in chunks; yield (position, row) for each."""
+        for start in range(0, len(plain), INSERT_CHUNK):
+            chunk = plain[start : start + INSERT_CHUNK]
+            params = [self._insert_params(s, new_task_id()) for _, s in chunk]
+            stamps = self._values("insert_tasks", self._insert_many_params(params))
+            yield from zip((i for i, _ in chunk), self._inserted_tasks(params, stamps))
 
     def _inserted_tasks(
         self, params: builtins.list[dict[str, Any]], stamps: builtins.list[tuple[Any, ...]]
@@ -380,12 +391,8 @@ class SQLStore(Store):
             out: builtins.list[Task | None] = [None] * len(specs)
             with self._atomic():
                 plain = [(i, s) for i, s in enumerate(specs) if s.key is None]
-                for start in range(0, len(plain), INSERT_CHUNK):
-                    chunk = plain[start : start + INSERT_CHUNK]
-                    params = [self._insert_params(s, new_task_id()) for _, s in chunk]
-                    stamps = self._values("insert_tasks", self._insert_many_params(params))
-                    for (i, _), task in zip(chunk, self._inserted_tasks(params, stamps)):
-                        out[i] = task
+                for i, task in self._insert_unkeyed(plain):
+                    out[i] = task
                 # Keys in sorted order so two concurrent batches take the PG key
                 # locks in the same order (no deadlock); a stable sort keeps
                 # repeated keys in submit order, so the later one sees the earlier.
@@ -576,9 +583,7 @@ class SQLStore(Store):
             params["name"] = wanted[0]  # type: ignore[index]
         else:
             params["names"] = None if wanted is None else self._list(wanted)
-        alias = self.alias
-        rows = decode_rows(defer_large_payloads(self._rows(statement, params)))
-        return [task_from_row(alias, row) for row in rows]
+        return self._tasks(statement, params)
 
     def get_payload(self, task_id: str) -> Any:
         """Read and decode one task's payload (one a claim left in the database).

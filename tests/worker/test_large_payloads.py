@@ -57,6 +57,33 @@ def test_claim_returns_small_payloads_and_sizes_of_large_ones(store: Any) -> Non
         store.get_payload("task_missing")
 
 
+def _deferred(task: Task) -> bool:
+    return "payload" not in task.__dict__ and task.__dict__.get(PAYLOAD_BYTES, 0) > 262_144
+
+
+def test_every_write_that_answers_with_a_row_leaves_a_large_payload_behind(store: Any) -> None:
+    # Renewal, progress, settlement, cancel and retry answer with the task:
+    # with its payload's size when large, never the payload itself.
+    big, small = _claim_both(store)
+    assert _deferred(store.heartbeat(big.id, "w1", 30_000))
+    assert _deferred(store.progress(big.id, "w1", 0.5, "half"))
+    error = {"type": "Boom", "code": "handler_error", "message": "boom", "retryable": False, "details": {}}
+    failed = store.fail(big.id, "w1", error, retryable=False)
+    assert failed.status == "failed" and _deferred(failed)
+    assert failed.payload == BIG  # read on demand
+    assert store.complete(small.id, "w1", None).__dict__["payload"] == SMALL
+    retried = store.retry(big.id)
+    assert retried is not None and retried.status == "queued" and _deferred(retried)
+    [again] = store.claim(["default"], "w2", limit=1)
+    assert _deferred(store.succeed(again.id, "w2", None))
+    queued = store.get(_submit("demo.noop", BIG))
+    assert queued is not None
+    canceled = store.cancel(queued.id)
+    assert canceled is not None and canceled.status == "canceled" and _deferred(canceled)
+    assert [_deferred(t) for t in store.retry_many([queued.id])] == [True]
+    assert [_deferred(t) for t in store.cancel_many([queued.id])] == [True]
+
+
 def test_context_fetches_on_first_use_and_forgets_after(store: Any) -> None:
     big, small = _claim_both(store)
     big_ctx, small_ctx = TaskContext(store, big, "w1", 30_000), TaskContext(store, small, "w1", 30_000)

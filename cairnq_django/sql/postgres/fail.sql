@@ -4,6 +4,8 @@
 -- cleared); otherwise failed. Every branch stores the envelope and clears the
 -- lease; attempt is never changed here (claim counted it).
 -- params: id, worker_id, error (JSON text), retryable (boolean), delay_ms
+-- The row comes back with the claim's columns: a payload over 256 KiB stays
+-- in the database (payload_bytes carries its size; the Task loads it when read).
 UPDATE cairnq_tasks AS t
 SET status = CASE
         WHEN t.cancel_requested_at_ms IS NOT NULL THEN 'canceled'
@@ -32,4 +34,13 @@ WHERE t.id = %(id)s
   AND t.status = 'running'
   AND t.worker_id = %(worker_id)s
   AND t.lease_until_ms > (extract(epoch from now()) * 1000)::bigint
-RETURNING t.*
+RETURNING t.id, t.name, t.queue, t.status,
+    CASE WHEN pg_column_size(t.payload)
+              <= CASE WHEN pg_column_compression(t.payload) IS NULL THEN 262144 ELSE 8192 END
+         THEN t.payload END AS payload,
+    CASE WHEN pg_column_size(t.payload)
+              > CASE WHEN pg_column_compression(t.payload) IS NULL THEN 262144 ELSE 8192 END
+         THEN octet_length(t.payload::text) END AS payload_bytes,
+    t.result, t.error, t.metadata, t.progress, t.message, t.attempt,
+    t.max_attempts, t.priority, t.worker_id, t.lease_until_ms, t.run_at_ms, t.cancel_requested_at_ms,
+    t.parent_id, t.root_id, t.correlation_id, t.created_at_ms, t.updated_at_ms, t.completed_at_ms

@@ -1,6 +1,7 @@
 -- Renew one lease this worker owns now (protocol 3.10); no row means LostLease.
 -- params: id, worker_id, lease_ms
--- The whole row comes back so the caller sees cancel_requested_at_ms.
+-- The row comes back so the caller sees cancel_requested_at_ms, with the claim's columns:
+-- a payload over 256 KiB stays in the database (payload_bytes carries its size; the Task loads it when read).
 UPDATE cairnq_tasks
 SET lease_until_ms = (extract(epoch from now()) * 1000)::bigint + %(lease_ms)s::bigint,
     updated_at_ms = (extract(epoch from now()) * 1000)::bigint
@@ -8,4 +9,13 @@ WHERE id = %(id)s
   AND status = 'running'
   AND worker_id = %(worker_id)s
   AND lease_until_ms > (extract(epoch from now()) * 1000)::bigint
-RETURNING *
+RETURNING id, name, queue, status,
+    CASE WHEN pg_column_size(payload)
+              <= CASE WHEN pg_column_compression(payload) IS NULL THEN 262144 ELSE 8192 END
+         THEN payload END AS payload,
+    CASE WHEN pg_column_size(payload)
+              > CASE WHEN pg_column_compression(payload) IS NULL THEN 262144 ELSE 8192 END
+         THEN octet_length(payload::text) END AS payload_bytes,
+    result, error, metadata, progress, message, attempt,
+    max_attempts, priority, worker_id, lease_until_ms, run_at_ms, cancel_requested_at_ms,
+    parent_id, root_id, correlation_id, created_at_ms, updated_at_ms, completed_at_ms

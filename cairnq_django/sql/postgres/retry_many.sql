@@ -1,5 +1,7 @@
 -- Re-queue every listed failed or canceled task in one statement (3.7 per row).
 -- params: ids (text[]), reset_attempt (boolean)
+-- The row comes back with the claim's columns: a payload over 256 KiB stays
+-- in the database (payload_bytes carries its size; the Task loads it when read).
 UPDATE cairnq_tasks
 SET status = 'queued',
     run_at_ms = (extract(epoch from now()) * 1000)::bigint,
@@ -13,4 +15,13 @@ SET status = 'queued',
     attempt = CASE WHEN %(reset_attempt)s::boolean THEN 0 ELSE attempt END,
     updated_at_ms = (extract(epoch from now()) * 1000)::bigint
 WHERE id = ANY(%(ids)s::text[]) AND status IN ('failed', 'canceled')
-RETURNING *
+RETURNING id, name, queue, status,
+    CASE WHEN pg_column_size(payload)
+              <= CASE WHEN pg_column_compression(payload) IS NULL THEN 262144 ELSE 8192 END
+         THEN payload END AS payload,
+    CASE WHEN pg_column_size(payload)
+              > CASE WHEN pg_column_compression(payload) IS NULL THEN 262144 ELSE 8192 END
+         THEN octet_length(payload::text) END AS payload_bytes,
+    result, error, metadata, progress, message, attempt,
+    max_attempts, priority, worker_id, lease_until_ms, run_at_ms, cancel_requested_at_ms,
+    parent_id, root_id, correlation_id, created_at_ms, updated_at_ms, completed_at_ms

@@ -2,6 +2,8 @@
 -- running with cancel_requested_at_ms re-stamped (its worker finishes it as
 -- canceled). Terminal or missing rows match nothing.
 -- params: id, now (process ms)
+-- The row comes back with the claim's columns: a payload over 256 KiB stays
+-- in the database (payload_bytes carries its size; the Task loads it when read).
 UPDATE cairnq_tasks
 SET status = CASE WHEN status = 'queued' THEN 'canceled' ELSE status END,
     completed_at_ms = CASE WHEN status = 'queued' THEN %(now)s ELSE completed_at_ms END,
@@ -9,4 +11,9 @@ SET status = CASE WHEN status = 'queued' THEN 'canceled' ELSE status END,
                                   ELSE cancel_requested_at_ms END,
     updated_at_ms = %(now)s
 WHERE id = %(id)s AND status IN ('queued', 'running')
-RETURNING *
+RETURNING id, name, queue, status,
+    CASE WHEN length(CAST(payload AS BLOB)) <= 262144 THEN payload END AS payload,
+    CASE WHEN length(CAST(payload AS BLOB)) > 262144 THEN length(CAST(payload AS BLOB)) END AS payload_bytes,
+    result, error, metadata, progress, message, attempt,
+    max_attempts, priority, worker_id, lease_until_ms, run_at_ms, cancel_requested_at_ms,
+    parent_id, root_id, correlation_id, created_at_ms, updated_at_ms, completed_at_ms

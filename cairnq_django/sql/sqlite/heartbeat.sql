@@ -1,6 +1,7 @@
 -- Renew one lease this worker owns now (protocol 3.10); no row means LostLease.
 -- params: id, worker_id, lease_ms, now (process ms)
--- The whole row comes back so the caller sees cancel_requested_at_ms.
+-- The row comes back so the caller sees cancel_requested_at_ms, with the claim's columns:
+-- a payload over 256 KiB stays in the database (payload_bytes carries its size; the Task loads it when read).
 UPDATE cairnq_tasks
 SET lease_until_ms = %(now)s + %(lease_ms)s,
     updated_at_ms = %(now)s
@@ -8,4 +9,9 @@ WHERE id = %(id)s
   AND status = 'running'
   AND worker_id = %(worker_id)s
   AND lease_until_ms > %(now)s
-RETURNING *
+RETURNING id, name, queue, status,
+    CASE WHEN length(CAST(payload AS BLOB)) <= 262144 THEN payload END AS payload,
+    CASE WHEN length(CAST(payload AS BLOB)) > 262144 THEN length(CAST(payload AS BLOB)) END AS payload_bytes,
+    result, error, metadata, progress, message, attempt,
+    max_attempts, priority, worker_id, lease_until_ms, run_at_ms, cancel_requested_at_ms,
+    parent_id, root_id, correlation_id, created_at_ms, updated_at_ms, completed_at_ms

@@ -1,6 +1,8 @@
 -- Record progress of an owned task (protocol 3.11): each of progress and message
 -- is replaced only when given (null keeps the stored value).
 -- params: id, worker_id, progress (real or null), message (text or null), now (process ms)
+-- The row comes back with the claim's columns: a payload over 256 KiB stays
+-- in the database (payload_bytes carries its size; the Task loads it when read).
 UPDATE cairnq_tasks
 SET progress = COALESCE(%(progress)s, progress),
     message = COALESCE(%(message)s, message),
@@ -9,4 +11,9 @@ WHERE id = %(id)s
   AND status = 'running'
   AND worker_id = %(worker_id)s
   AND lease_until_ms > %(now)s
-RETURNING *
+RETURNING id, name, queue, status,
+    CASE WHEN length(CAST(payload AS BLOB)) <= 262144 THEN payload END AS payload,
+    CASE WHEN length(CAST(payload AS BLOB)) > 262144 THEN length(CAST(payload AS BLOB)) END AS payload_bytes,
+    result, error, metadata, progress, message, attempt,
+    max_attempts, priority, worker_id, lease_until_ms, run_at_ms, cancel_requested_at_ms,
+    parent_id, root_id, correlation_id, created_at_ms, updated_at_ms, completed_at_ms
