@@ -14,13 +14,16 @@ worker as much Python time as reading the answer.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from typing import Any
 
 from django.db import connections
 
 from ..conf import get_config
+from ..ids import task_id as new_task_id
+from ..models import Task
+from .base import SubmitSpec
 from ._common import SQLStore
 from .sql import load
 
@@ -46,6 +49,10 @@ _SCALAR_COLUMNS = (
     "parent_id", "root_id", "correlation_id",
 )
 _encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+
+# Unkeyed rows per insert when a bulk submit is pipelined: small enough that
+# the client builds the next chunk while the server inserts this one.
+PIPELINED_CHUNK = 100
 
 
 @lru_cache(maxsize=1)
@@ -121,6 +128,38 @@ class PostgresStore(SQLStore):
             head = _encode({key: row[key] for key in _SCALAR_COLUMNS})
             parts.append(f'{head[:-1]},"payload":{row["payload"]},"metadata":{row["metadata"]}}}')
         return {"rows": "[" + ",".join(parts) + "]"}
+
+    def _insert_unkeyed(self, plain: list[tuple[int, SubmitSpec]]) -> Iterable[tuple[int, Task]]:
+        # The server spends about as long inserting a row (ten indexes, the
+        # NOTIFY trigger) as the client spends building it. In psycopg's
+        # pipeline mode each chunk's INSERT is sent without waiting for the
+        # previous answer, so the two overlap instead of taking turns; the
+        # answers are read one chunk behind. Same statements, same
+        # transaction, same rows.
+        connection = connections[self.alias]
+        connection.ensure_connection()
+        raw = connection.connection
+        if len(plain) <= PIPELINED_CHUNK or not hasattr(raw, "pipeline"):
+            yield from super()._insert_unkeyed(plain)
+            return
+        sql = load(self.dialect, "insert_tasks")
+        pending: list[tuple[list[int], list[dict[str, Any]], Any]] = []
+        with raw.pipeline():
+            for start in range(0, len(plain), PIPELINED_CHUNK):
+                chunk = plain[start : start + PIPELINED_CHUNK]
+                params = [self._insert_params(spec, new_task_id()) for _, spec in chunk]
+                cursor = self._cursor("insert_tasks")
+                cursor.execute(sql, self._insert_many_params(params))
+                pending.append(([i for i, _ in chunk], params, cursor))
+                if len(pending) > 1:
+                    yield from self._collect(*pending.pop(0))
+            while pending:
+                yield from self._collect(*pending.pop(0))
+
+    def _collect(self, positions: list[int], params: list[dict[str, Any]], cursor: Any) -> Iterable[tuple[int, Task]]:
+        with cursor:
+            stamps = cursor.fetchall()
+        yield from zip(positions, self._inserted_tasks(params, stamps))
 
     def _complete_many_params(self, items: list[tuple[str, str | None]]) -> dict[str, Any]:
         return {"ids": [i for i, _ in items], "results": [r for _, r in items]}

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 from django.core.exceptions import ImproperlyConfigured
-from django.db import OperationalError, connection, transaction
+from django.db import IntegrityError, OperationalError, connection, transaction
 from django.test.utils import CaptureQueriesContext, override_settings
 
 from cairnq_django import payload
@@ -392,3 +392,35 @@ def test_postgres_keyed_operations_take_the_shared_key_lock(store: Store, dialec
         holder.join()
         locked.clear()
         assert waited >= 0.25
+
+
+def test_postgres_bulk_submit_pipelines_its_chunks(store: Store, dialect: str) -> None:
+    if dialect != "postgres":
+        pytest.skip("psycopg's pipeline mode is PostgreSQL's")
+    from cairnq_django.store.postgres import PIPELINED_CHUNK
+
+    n = PIPELINED_CHUNK * 3 + 5
+    with CaptureQueriesContext(connection) as ctx:
+        out = store.submit_many([spec(value={"i": i}) for i in range(n)])
+    inserts = [q for q in ctx.captured_queries if "INSERT INTO cairnq_tasks" in q["sql"]]
+    assert len(inserts) == 4
+    assert [t.payload["i"] for t in out] == list(range(n))
+    assert [fresh(store, t.id).payload["i"] for t in out[:: PIPELINED_CHUNK - 1]] == list(range(0, n, PIPELINED_CHUNK - 1))
+
+
+def test_postgres_failed_pipelined_chunk_rolls_back_every_chunk(
+    store: Store, dialect: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if dialect != "postgres":
+        pytest.skip("psycopg's pipeline mode is PostgreSQL's")
+    from cairnq_django.store import postgres
+
+    # The third chunk repeats an id of the first: the server refuses it after
+    # the first two chunks' inserts were already sent.
+    ids = iter([f"task_pipe_{i:04d}" for i in range(postgres.PIPELINED_CHUNK * 2)] + ["task_pipe_0000"] * 50)
+    monkeypatch.setattr(postgres, "new_task_id", lambda: next(ids))
+    with pytest.raises(IntegrityError):
+        store.submit_many([spec(value={"i": i}) for i in range(postgres.PIPELINED_CHUNK * 2 + 50)])
+    assert not Task.objects.filter(id__startswith="task_pipe_").exists()
+    monkeypatch.undo()
+    assert len(store.submit_many([spec(value={"i": i}) for i in range(5)])) == 5  # the connection recovered
