@@ -94,6 +94,10 @@ def _call(definition: TaskDefinition, ctxs: list[TaskContext]) -> Any:
     else:
         args = (ctxs[0],)
     if definition.is_async:
+        # Inside the event loop the database is off limits: fetch the payloads
+        # a claim left in the database now, as the worker does for async calls.
+        for ctx in ctxs:
+            ctx._load_payload()
         return async_to_sync(func)(*args)
     return func(*args)
 

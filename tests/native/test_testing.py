@@ -57,6 +57,12 @@ async def _async_progress(ctx: Any, payload: dict[str, Any]) -> str:
     return "async done"
 
 
+async def _async_batch(ctxs: list[Any]) -> dict[str, Any]:
+    # Reads each payload inside the event loop: a large one was left in the
+    # database by the claim, so it must already be loaded by now.
+    return {ctx.task_id: len(ctx.payload["blob"]) for ctx in ctxs}
+
+
 def _forever(ctx: Any) -> None:
     ctx.submit(PREFIX + "forever", {})
 
@@ -69,6 +75,7 @@ HANDLERS = {
     "make_user": (_make_user, {}),
     "batch": (_batch, {"batch": 10}),
     "async_progress": (_async_progress, {}),
+    "async_batch": (_async_batch, {"batch": 4}),
     "forever": (_forever, {}),
 }
 
@@ -142,6 +149,15 @@ def test_batches_and_async_handlers(in_test_transaction: None) -> None:
     assert results == [{"settled": "by handler"}, {"size": 3}, {"size": 3}]
     row = cq.get(asynchronous.id)
     assert (row.status, row.result, row.message) == ("succeeded", "async done", "half way")
+
+
+def test_async_batch_handlers_read_large_payloads(in_test_transaction: None) -> None:
+    # 300 KB: over the 256 KiB a claim returns inline.
+    big = cq.submit(PREFIX + "async_batch", {"blob": "x" * 300_000})
+    small = cq.submit(PREFIX + "async_batch", {"blob": "x" * 3})
+    run_until_idle()
+    assert (cq.get(big.id).status, cq.get(big.id).result) == ("succeeded", 300_000)
+    assert (cq.get(small.id).status, cq.get(small.id).result) == ("succeeded", 3)
 
 
 def test_signals_are_sent(in_test_transaction: None) -> None:
