@@ -14,7 +14,7 @@ copies of each row it changes (the old row, the new row, the record it
 writes), where a plain ``UPDATE`` holds two: with a 50 MB payload that third
 copy is 50 MB of the worker's peak. When ``CAIRNQ["MAX_PAYLOAD_BYTES"]``
 admits payloads over ``LARGE_ROW_BYTES`` (or is None), the worker's writes
-(claims, batch settlement, lease renewal, hand-back) run as pick / write /
+(claims, settlement, lease renewal, progress, hand-back) run as pick / write /
 read statements (``sql/sqlite/large_rows/``) in one IMMEDIATE transaction
 instead: the same rows, the same answer, one or two statements more, and no
 RETURNING. Deployments at the default limit keep the single statements.
@@ -47,14 +47,19 @@ LARGE_ROW_BYTES = 8 << 20
 # Statement -> (pick, write, read) in large-row mode. The pick's rows are the
 # answer when there is no read (the write changes none of their columns).
 _LARGE_ROW_STEPS: dict[str, tuple[str, str, str | None]] = {
-    "claim": ("claim_pick", "claim_write", "claim_read"),
-    "claim_one_name": ("claim_one_name_pick", "claim_write", "claim_read"),
-    "claim_one_queue": ("claim_one_queue_pick", "claim_write", "claim_read"),
-    "claim_one_queue_one_name": ("claim_one_queue_one_name_pick", "claim_write", "claim_read"),
+    "claim": ("claim_pick", "claim_write", "tasks_read"),
+    "claim_one_name": ("claim_one_name_pick", "claim_write", "tasks_read"),
+    "claim_one_queue": ("claim_one_queue_pick", "claim_write", "tasks_read"),
+    "claim_one_queue_one_name": ("claim_one_queue_one_name_pick", "claim_write", "tasks_read"),
     "complete_many": ("settle_pick", "complete_many_write", "settled_read"),
     "fail_many": ("settle_pick", "fail_many_write", "settled_read"),
     "heartbeat_batch": ("owned_pick", "heartbeat_batch_write", None),
     "release": ("owned_pick", "release_write", None),
+    "heartbeat": ("owned_one_pick", "heartbeat_write", "tasks_read"),
+    "progress": ("owned_one_pick", "progress_write", "tasks_read"),
+    "complete": ("owned_one_pick", "complete_write", "tasks_read"),
+    "succeed": ("owned_one_pick", "succeed_write", "tasks_read"),
+    "fail": ("owned_one_pick", "fail_write", "tasks_read"),
 }
 _MAX_BACKOFF_S = 0.05
 

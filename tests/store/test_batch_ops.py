@@ -424,3 +424,29 @@ def test_postgres_failed_pipelined_chunk_rolls_back_every_chunk(
     assert not Task.objects.filter(id__startswith="task_pipe_").exists()
     monkeypatch.undo()
     assert len(store.submit_many([spec(value={"i": i}) for i in range(5)])) == 5  # the connection recovered
+
+
+def test_worker_writes_use_returning_only_outside_large_row_mode(store: Store, write_mode: str) -> None:
+    # SQLite's large-row mode exists to keep RETURNING (a third copy of each
+    # row) off every write the worker makes; elsewhere those writes answer
+    # with one statement each.
+    submit(store)
+    submit(store)
+
+    def writes() -> None:
+        first, second = claim_all(store, 2, "w1")
+        store.heartbeat(first.id, "w1", 30_000)
+        store.progress(first.id, "w1", 0.5, "half")
+        store.heartbeat_batch([first.id, second.id], "w1", 30_000)
+        store.complete(first.id, "w1", None)
+        store.complete_many("w1", [(second.id, None)])
+
+    with CaptureQueriesContext(connection) as ctx:
+        writes()
+    # Statement text without the files' comments (which name RETURNING too).
+    texts = ["\n".join(line for line in q["sql"].splitlines() if not line.lstrip().startswith("--"))
+             for q in ctx.captured_queries]
+    updates = [sql for sql in texts if "UPDATE cairnq_tasks" in sql]
+    assert len(updates) == 6
+    returning = [sql for sql in updates if "RETURNING" in sql]
+    assert len(returning) == (0 if write_mode == "large_rows" else 6)

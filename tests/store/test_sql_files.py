@@ -272,23 +272,31 @@ def test_sqlite_large_row_steps_go_by_primary_key(big_table: str) -> None:
         pytest.skip("large-row mode is SQLite's")
     ids = json.dumps(["task_fill_running_1", "task_fill_running_2"])
     items = json.dumps([{"id": "task_fill_running_1", "result": None, "error": "{}", "retryable": 1, "delay_ms": 0}])
-    params = {"picked": ids, "ids": ids, "items": items, "worker_id": "w1", "lease_ms": 30_000}
-    steps = sorted(n for n in statement_names("sqlite", "large_rows") if not n.startswith("claim_") or n in ("claim_write", "claim_read"))
-    assert len(steps) == 9, steps
+    params = {
+        "picked": ids, "ids": ids, "items": items, "worker_id": "w1", "lease_ms": 30_000,
+        "id": "task_fill_running_1", "progress": 0.5, "message": None, "result": None,
+        "error": "{}", "retryable": 1, "delay_ms": 0,
+    }
+    steps = sorted(n for n in statement_names("sqlite", "large_rows") if not n.startswith("claim_") or n == "claim_write")
+    assert len(steps) == 15, steps
     for name in steps:
         plan = _plan("sqlite", f"large_rows/{name}", params)
         assert _full_scans("sqlite", plan) == [], (name, plan)
         assert "PRIMARY KEY" in plan or "sqlite_autoindex_cairnq_tasks_1" in plan, (name, plan)
 
 
-@pytest.mark.parametrize("name", ["complete_many", "fail_many", "heartbeat_batch", "release"])
+@pytest.mark.parametrize(
+    "name",
+    ["complete_many", "fail_many", "heartbeat_batch", "release", "heartbeat", "progress", "complete", "succeed", "fail"],
+)
 def test_sqlite_large_row_writes_stay_in_step(name: str) -> None:
     # Each large-row write is its single statement's UPDATE without RETURNING,
     # restricted to the picked ids: an edit to one file must reach the other.
     def body(text: str) -> list[str]:
         return [line for line in text.splitlines() if line.strip() and not line.lstrip().startswith("--")]
 
-    single = [line for line in body(load("sqlite", name)) if not line.startswith("RETURNING")]
+    single = body(load("sqlite", name))
+    single = single[: next(i for i, line in enumerate(single) if line.startswith("RETURNING"))]
     write = body(load("sqlite", f"large_rows/{name}_write"))
     assert write[:-1] == single
     assert write[-1].strip().endswith("IN (SELECT value FROM json_each(%(picked)s))")

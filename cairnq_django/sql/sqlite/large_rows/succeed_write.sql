@@ -1,0 +1,17 @@
+-- Large-row mode, succeed step 2 of 3 (write): ../succeed.sql without RETURNING,
+-- restricted to the task the pick found owned (in this same IMMEDIATE
+-- transaction; the ownership test stays as a second guard).
+-- params: picked (JSON array text of ids), id, worker_id, result (JSON text or null), message (text or null), now (process ms)
+UPDATE cairnq_tasks
+SET status = 'succeeded',
+    result = %(result)s,
+    progress = 1.0,
+    message = COALESCE(%(message)s, message),
+    lease_until_ms = NULL,
+    completed_at_ms = %(now)s,
+    updated_at_ms = %(now)s
+WHERE id = %(id)s
+  AND status = 'running'
+  AND worker_id = %(worker_id)s
+  AND lease_until_ms > %(now)s
+  AND id IN (SELECT value FROM json_each(%(picked)s))
