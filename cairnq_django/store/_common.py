@@ -252,10 +252,13 @@ class SQLStore(Store):
 
     def _rows(self, name: str, params: dict[str, Any]) -> builtins.list[dict[str, Any]]:
         """Execute statement ``name``; return its rows as dicts (JSON not decoded)."""
-        sql = load(self.dialect, name)
+        return self._fetch(name, load(self.dialect, name), {**params, **self._clock()})
+
+    def _fetch(self, name: str, sql: str, params: dict[str, Any]) -> builtins.list[dict[str, Any]]:
+        """Execute ``sql`` (statement ``name``) with ``params`` as given; rows as dicts."""
         with self._cursor(name) as cursor:
-            cursor.execute(sql, {**params, **self._clock()})
-            # A statement file always answers with the same columns: read them
+            cursor.execute(sql, params)
+            # A statement always answers with the same columns: read them
             # once per process (psycopg builds a Column object per column on
             # every description access, 24 for a task row).
             columns = _COLUMNS.get((self.dialect, name))

@@ -15,7 +15,7 @@ writes), where a plain ``UPDATE`` holds two: with a 50 MB payload that third
 copy is 50 MB of the worker's peak. When ``CAIRNQ["MAX_PAYLOAD_BYTES"]``
 admits payloads over ``LARGE_ROW_BYTES`` (or is None), the worker's writes
 (claims, settlement, lease renewal, progress, hand-back) run as pick / write /
-read statements (``sql/sqlite/large_rows/``) in one IMMEDIATE transaction
+read statements (``store/large_rows.py``) in one IMMEDIATE transaction
 instead: the same rows, the same answer, one or two statements more, and no
 RETURNING. Deployments at the default limit keep the single statements.
 """
@@ -34,7 +34,7 @@ from django.db import OperationalError, connections, transaction
 from ..conf import get_config
 from ..exceptions import DatabaseFull
 from ._common import SQLStore
-from .sql import load
+from .large_rows import step_sql
 
 T = TypeVar("T")
 
@@ -137,12 +137,7 @@ class SQLiteStore(SQLStore):
             return picked if read is None else self._step_rows(read, params)
 
     def _step_rows(self, name: str, params: dict[str, Any]) -> list[dict[str, Any]]:
-        with connections[self.alias].cursor() as cursor:
-            cursor.execute(load(self.dialect, f"large_rows/{name}"), params)
-            if cursor.description is None:
-                return []
-            columns = [col[0] for col in cursor.description]
-            return [dict(zip(columns, row)) for row in cursor.fetchall()]
+        return self._fetch(f"large_rows/{name}", step_sql(name), params)
 
     def _run(self, operation: Callable[[], T]) -> T:
         try:

@@ -18,7 +18,9 @@ from typing import Any
 import pytest
 from django.db import connection
 
+from cairnq_django.store.large_rows import step_sql
 from cairnq_django.store.sql import DIALECTS, load, statement_names
+from cairnq_django.store.sqlite import _LARGE_ROW_STEPS
 
 PLACEHOLDER = re.compile(r"%\((\w+)\)s")
 
@@ -122,7 +124,10 @@ def big_table(store: Any, dialect: str) -> str:
 
 
 def _plan(dialect: str, name: str, params: dict[str, Any]) -> str:
-    sql = load(dialect, name)
+    return _plan_sql(dialect, load(dialect, name), params)
+
+
+def _plan_sql(dialect: str, sql: str, params: dict[str, Any]) -> str:
     if dialect == "sqlite":
         from cairnq_django.store.sqlite import _now_ms
 
@@ -179,7 +184,7 @@ def test_claims_read_the_claim_indexes(
     plan = _plan(dialect, statement, params)
     if dialect == "sqlite":
         # Large-row mode's pick is the same selection and must plan the same.
-        pick = _plan(dialect, f"large_rows/{statement}_pick", params)
+        pick = _plan_sql(dialect, step_sql(f"{statement}_pick"), params)
         assert pick.replace("SEARCH head", "SEARCH cairnq_tasks") in plan.replace("SEARCH head", "SEARCH cairnq_tasks"), (pick, plan)
     assert index in plan, plan
     assert _full_scans(dialect, plan) == [], plan
@@ -277,10 +282,11 @@ def test_sqlite_large_row_steps_go_by_primary_key(big_table: str) -> None:
         "id": "task_fill_running_1", "progress": 0.5, "message": None, "result": None,
         "error": "{}", "retryable": 1, "delay_ms": 0,
     }
-    steps = sorted(n for n in statement_names("sqlite", "large_rows") if not n.startswith("claim_") or n == "claim_write")
+    steps = sorted({step for pick, write, read in _LARGE_ROW_STEPS.values() for step in (pick, write, read)
+                    if step is not None and not (step.startswith("claim") and step.endswith("_pick"))})
     assert len(steps) == 15, steps
     for name in steps:
-        plan = _plan("sqlite", f"large_rows/{name}", params)
+        plan = _plan_sql("sqlite", step_sql(name), params)
         assert _full_scans("sqlite", plan) == [], (name, plan)
         assert "PRIMARY KEY" in plan or "sqlite_autoindex_cairnq_tasks_1" in plan, (name, plan)
 
@@ -290,13 +296,13 @@ def test_sqlite_large_row_steps_go_by_primary_key(big_table: str) -> None:
     ["complete_many", "fail_many", "heartbeat_batch", "release", "heartbeat", "progress", "complete", "succeed", "fail"],
 )
 def test_sqlite_large_row_writes_stay_in_step(name: str) -> None:
-    # Each large-row write is its single statement's UPDATE without RETURNING,
-    # restricted to the picked ids: an edit to one file must reach the other.
+    # Each large-row write is derived from its single statement: the UPDATE
+    # without RETURNING, restricted to the picked ids.
     def body(text: str) -> list[str]:
         return [line for line in text.splitlines() if line.strip() and not line.lstrip().startswith("--")]
 
     single = body(load("sqlite", name))
     single = single[: next(i for i, line in enumerate(single) if line.startswith("RETURNING"))]
-    write = body(load("sqlite", f"large_rows/{name}_write"))
+    write = body(step_sql(f"{name}_write"))
     assert write[:-1] == single
     assert write[-1].strip().endswith("IN (SELECT value FROM json_each(%(picked)s))")
