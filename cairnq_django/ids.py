@@ -8,21 +8,43 @@ import time
 # Crockford base32, upper case, without I, L, O and U.
 _ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 _DIGIT_PAIRS = [high + low for high in _ALPHABET for low in _ALPHABET]
-_PAIR_SHIFTS = tuple(range(120, -10, -10))
+# 26 digits hold 130 bits: the first 10 digits are the two zero bits and the
+# 48 bits of milliseconds, the last 16 exactly the 80 random bits. Each half
+# is spelled two digits (10 bits) per lookup.
+_TIME_SHIFTS = tuple(range(40, -10, -10))
+_RANDOM_SHIFTS = tuple(range(70, -10, -10))
 _MS_MASK = (1 << 48) - 1
+
+
+def ulids(count: int, now_ms: int | None = None) -> list[str]:
+    """Return ``count`` 26-character ULIDs of one millisecond: 48 bits of it, then 80 random bits.
+
+    Bulk submits make an id per task: the time digits are spelled once and the
+    randomness is read in one call.
+    """
+    ms = (int(time.time() * 1000) if now_ms is None else now_ms) & _MS_MASK
+    head = "".join([_DIGIT_PAIRS[(ms >> shift) & 1023] for shift in _TIME_SHIFTS])
+    randomness = os.urandom(10 * count)
+    pairs = _DIGIT_PAIRS
+    out = []
+    for start in range(0, 10 * count, 10):
+        value = int.from_bytes(randomness[start : start + 10], "big")
+        out.append(head + "".join([pairs[(value >> shift) & 1023] for shift in _RANDOM_SHIFTS]))
+    return out
 
 
 def ulid(now_ms: int | None = None) -> str:
     """Return a 26-character ULID: 48 bits of milliseconds, then 80 random bits."""
-    ms = int(time.time() * 1000) if now_ms is None else now_ms
-    value = (ms & _MS_MASK) << 80 | int.from_bytes(os.urandom(10), "big")
-    # 26 digits hold 130 bits (the top two are zero): 13 lookups of two digits
-    # each, instead of 26 of one (bulk submits make an id per task).
-    return "".join([_DIGIT_PAIRS[(value >> shift) & 1023] for shift in _PAIR_SHIFTS])
+    return ulids(1, now_ms)[0]
 
 
 def task_id() -> str:
     return "task_" + ulid()
+
+
+def task_ids(count: int) -> list[str]:
+    """``count`` task ids at once (one clock reading, one read of randomness)."""
+    return ["task_" + value for value in ulids(count)]
 
 
 def worker_id() -> str:

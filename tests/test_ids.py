@@ -33,3 +33,13 @@ def test_ids_have_their_prefix_and_sort_by_millisecond() -> None:
     assert ids.worker_id().startswith("worker_")
     assert ids.ulid(1000) < ids.ulid(1001)
     assert ids.ulid(0)[0] == "0" and ids.ulid((1 << 48) - 1)[0] == "7"
+
+
+def test_ids_made_in_bulk_match_the_reference_encoding() -> None:
+    ms = int.from_bytes(os.urandom(6), "big")
+    randomness = os.urandom(10 * 300)
+    with mock.patch("cairnq_django.ids.os.urandom", return_value=randomness):
+        made = ids.ulids(300, ms)
+    assert made == [reference_ulid(ms, randomness[i : i + 10]) for i in range(0, 3000, 10)]
+    bulk = ids.task_ids(1000)
+    assert len(set(bulk)) == 1000 and all(t.startswith("task_") and len(t) == 31 for t in bulk)

@@ -21,7 +21,7 @@ from django.db.models.base import ModelState
 
 from .. import payload as _payload
 from ..exceptions import AlreadyExists, LostLease, SerializationError
-from ..ids import task_id as new_task_id
+from ..ids import task_id as new_task_id, task_ids as new_task_ids
 from ..models import LIVE_STATUSES, TERMINAL_STATUSES, Task, TaskStatus
 from .base import CONFLICT_STRATEGIES, Draw, Failure, Store, SubmitSpec
 from .sql import load
@@ -316,7 +316,7 @@ class SQLStore(Store):
         """Insert unkeyed specs in chunks; yield (position, row) for each."""
         for start in range(0, len(plain), INSERT_CHUNK):
             chunk = plain[start : start + INSERT_CHUNK]
-            params = [self._insert_params(s, new_task_id()) for _, s in chunk]
+            params = [self._insert_params(s, i) for (_, s), i in zip(chunk, new_task_ids(len(chunk)))]
             stamps = self._values("insert_tasks", self._insert_many_params(params))
             yield from zip((i for i, _ in chunk), self._inserted_tasks(params, stamps))
 
