@@ -24,7 +24,7 @@ from ..exceptions import AlreadyExists, LostLease, SerializationError
 from ..ids import task_id as new_task_id, task_ids as new_task_ids
 from ..models import LIVE_STATUSES, TERMINAL_STATUSES, Task, TaskStatus
 from .base import CONFLICT_STRATEGIES, Draw, Failure, Store, SubmitSpec
-from .sql import load
+from .sql import statement
 
 T = TypeVar("T")
 
@@ -252,7 +252,7 @@ class SQLStore(Store):
 
     def _rows(self, name: str, params: dict[str, Any]) -> builtins.list[dict[str, Any]]:
         """Execute statement ``name``; return its rows as dicts (JSON not decoded)."""
-        return self._fetch(name, load(self.dialect, name), {**params, **self._clock()})
+        return self._fetch(name, statement(self.dialect, name), {**params, **self._clock()})
 
     def _fetch(self, name: str, sql: str, params: dict[str, Any]) -> builtins.list[dict[str, Any]]:
         """Execute ``sql`` (statement ``name``) with ``params`` as given; rows as dicts."""
@@ -272,7 +272,7 @@ class SQLStore(Store):
     def _values(self, name: str, params: dict[str, Any]) -> builtins.list[tuple[Any, ...]]:
         """Execute statement ``name``; return its rows as tuples in its RETURNING order."""
         with self._cursor(name) as cursor:
-            cursor.execute(load(self.dialect, name), {**params, **self._clock()})
+            cursor.execute(statement(self.dialect, name), {**params, **self._clock()})
             return cursor.fetchall()
 
     def _tasks(self, name: str, params: dict[str, Any]) -> builtins.list[Task]:
@@ -606,7 +606,7 @@ class SQLStore(Store):
         Returning closes the cursor, which frees the driver's copy of the text.
         """
         with self._cursor("get_payload") as cursor:
-            cursor.execute(load(self.dialect, "get_payload"), {"id": task_id})
+            cursor.execute(statement(self.dialect, "get_payload"), {"id": task_id})
             row = cursor.fetchone()
         return None if row is None else str(row[0])
 

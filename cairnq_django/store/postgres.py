@@ -25,7 +25,7 @@ from ..ids import task_ids as new_task_ids
 from ..models import Task
 from .base import SubmitSpec
 from ._common import SQLStore
-from .sql import load
+from .sql import statement
 
 # Slice size of a payload read by id (get_payload.sql): what the client
 # buffers at a time beyond the payload's own text.
@@ -142,7 +142,7 @@ class PostgresStore(SQLStore):
         if len(plain) <= PIPELINED_CHUNK or not hasattr(raw, "pipeline"):
             yield from super()._insert_unkeyed(plain)
             return
-        sql = load(self.dialect, "insert_tasks")
+        sql = statement(self.dialect, "insert_tasks")
         pending: list[tuple[list[int], list[dict[str, Any]], Any]] = []
         with raw.pipeline():
             for start in range(0, len(plain), PIPELINED_CHUNK):
@@ -180,7 +180,7 @@ class PostgresStore(SQLStore):
         found = False
         with connections[self.alias].cursor() as wrapper:
             cursor = wrapper.cursor  # psycopg's own: Django's wrapper cannot stream
-            sql = load(self.dialect, "get_payload")
+            sql = statement(self.dialect, "get_payload")
             rows = cursor.stream(sql, params) if hasattr(cursor, "stream") else _fetched(cursor, sql, params)
             for at, part in rows:
                 found = True

@@ -16,6 +16,22 @@ def load(dialect: str, name: str) -> str:
     return resources.files("cairnq_django").joinpath("sql", dialect, f"{name}.sql").read_text("utf-8")
 
 
+@lru_cache(maxsize=None)
+def statement(dialect: str, name: str) -> str:
+    """Return the text the store sends: ``load`` with only its first comment line.
+
+    The comments are for readers of the files. Sent along they cost on every
+    execution: psycopg caches its parse of a query only up to 4 KiB of text,
+    and the claim statements are longer than that with their comments (about
+    a third of it without), so each claim was split anew on the client. The
+    first line stays: it names the statement in ``pg_stat_activity`` and in
+    Django's query log.
+    """
+    first, *rest = load(dialect, name).splitlines()
+    code = [line for line in rest if line.strip() and not line.lstrip().startswith("--")]
+    return "\n".join([first, *code]) + "\n"
+
+
 def statement_names(dialect: str, folder: str = "") -> set[str]:
     """List the statements a dialect ships (used to keep both dialects in step)."""
     base = resources.files("cairnq_django").joinpath("sql", dialect, *([folder] if folder else []))

@@ -19,7 +19,7 @@ import pytest
 from django.db import connection
 
 from cairnq_django.store.large_rows import step_sql
-from cairnq_django.store.sql import DIALECTS, load, statement_names
+from cairnq_django.store.sql import DIALECTS, load, statement, statement_names
 from cairnq_django.store.sqlite import _LARGE_ROW_STEPS
 
 PLACEHOLDER = re.compile(r"%\((\w+)\)s")
@@ -306,3 +306,17 @@ def test_sqlite_large_row_writes_stay_in_step(name: str) -> None:
     write = body(step_sql(f"{name}_write"))
     assert write[:-1] == single
     assert write[-1].strip().endswith("IN (SELECT value FROM json_each(%(picked)s))")
+
+
+@pytest.mark.parametrize(("dialect", "folder"), STATEMENT_SETS)
+def test_statements_are_sent_without_their_comments(dialect: str, folder: str) -> None:
+    # psycopg re-parses on every execution any query over 4 KiB; the claim
+    # statements only fit under that without their comments. The title line
+    # stays, to name the statement wherever the server shows it.
+    for name in sorted(statement_names(dialect, folder)):
+        name = f"{folder}/{name}" if folder else name
+        sent, text = statement(dialect, name), load(dialect, name)
+        title, *code = text.splitlines()
+        assert sent.splitlines() == [title, *(line for line in code if line.strip() and not line.lstrip().startswith("--"))]
+        assert "\n--" not in sent and "\n\n" not in sent, f"{dialect}/{name}.sql is sent with its comments"
+        assert len(sent) < 4096, f"{dialect}/{name}.sql is over psycopg's 4 KiB parse cache"
