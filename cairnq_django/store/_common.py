@@ -9,10 +9,12 @@ and how contention is waited out. The SQL itself lives in ``sql/<dialect>/``.
 from __future__ import annotations
 
 import builtins
+import contextlib
 import json
 import os
 import time
 from collections.abc import Callable, Iterable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -241,6 +243,10 @@ class SQLStore(Store):
     def _claim_commit(self, relaxed: bool) -> dict[str, Any]:
         """Extra parameters of claim statements: how their commit waits (PostgreSQL only)."""
         return {}
+
+    def _claim_scope(self, relaxed: bool) -> AbstractContextManager[object]:
+        """What a claim session runs inside: how its commit waits (SQLite only)."""
+        return contextlib.nullcontext()
 
     def _fail_many_params(self, items: builtins.list[tuple[str, str, bool, int]]) -> dict[str, Any]:
         raise NotImplementedError
@@ -658,7 +664,8 @@ class SQLStore(Store):
                 plan(draw)
                 return draw.rows
 
-            return self._run(statement)
+            with self._claim_scope(async_commit):
+                return self._run(statement)
 
         def session() -> builtins.list[Task]:
             # A fresh Draw per attempt: a retried session must not report rows
@@ -672,7 +679,8 @@ class SQLStore(Store):
                     _test_pause_after_lock()
             return draw.rows
 
-        return self._run(session)
+        with self._claim_scope(async_commit):
+            return self._run(session)
 
     # ---- worker writes -------------------------------------------------
     def heartbeat(self, task_id: str, worker_id: str, lease_ms: int) -> Task:

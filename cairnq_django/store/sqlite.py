@@ -22,11 +22,13 @@ RETURNING. Deployments at the default limit keep the single statements.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
 import sqlite3
 import time
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from typing import Any, TypeVar
 
 from django.db import OperationalError, connections, transaction
@@ -35,6 +37,7 @@ from ..conf import get_config
 from ..exceptions import DatabaseFull
 from ._common import SQLStore
 from .large_rows import step_sql
+from .sqlite_durability import relaxed_commits
 
 T = TypeVar("T")
 
@@ -101,6 +104,14 @@ class SQLiteStore(SQLStore):
 
     def _insert_many_params(self, params: list[dict[str, Any]]) -> dict[str, Any]:
         return {"rows": json.dumps(params, ensure_ascii=False)}
+
+    def _claim_scope(self, relaxed: bool) -> AbstractContextManager[object]:
+        # A worker's claims commit at synchronous=NORMAL (sqlite_durability.py).
+        connection = connections[self.alias]
+        if not relaxed or connection.in_atomic_block:
+            return contextlib.nullcontext()
+        connection.ensure_connection()
+        return relaxed_commits(connection.connection)
 
     def _complete_many_params(self, items: list[tuple[str, str | None]]) -> dict[str, Any]:
         return {

@@ -15,7 +15,7 @@ import time
 from typing import Any
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
 from cairnq_django import payload
@@ -124,6 +124,59 @@ def test_async_commit_applies_to_the_claim_transaction_only(store: Store, dialec
         after = cursor.fetchone()[0]
     assert inside == ["off", "on"]
     assert after == "on"  # SET LOCAL semantics: nothing leaks past the claim
+
+
+def sqlite_synchronous() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute("PRAGMA synchronous")
+        return int(cursor.fetchone()[0])
+
+
+@pytest.fixture
+def sqlite_full(dialect: str) -> Any:
+    """The connection at synchronous=FULL, SQLite's default (the test settings use NORMAL)."""
+    if dialect != "sqlite":
+        pytest.skip("PRAGMA synchronous is SQLite's")
+    original = sqlite_synchronous()
+    with connection.cursor() as cursor:
+        cursor.execute("PRAGMA synchronous=2")
+    yield
+    with connection.cursor() as cursor:
+        cursor.execute(f"PRAGMA synchronous={original}")
+
+
+def test_sqlite_async_commit_relaxes_the_claim_session_only(store: Store, sqlite_full: None) -> None:
+    for _ in range(3):
+        submit(store, "a")
+    inside: list[int] = []
+
+    def plan(draw: Any) -> None:
+        draw(["a"], 1)
+        inside.append(sqlite_synchronous())
+
+    before = sqlite_synchronous()
+    store.claim_session(["default"], "w1", 30_000, ["a"], plan, probe=False, recover=False, single_draw=True, async_commit=True)
+    store.claim_session(["default"], "w1", 30_000, ["a"], plan, async_commit=True)  # the full session: a transaction
+    store.claim_session(["default"], "w1", 30_000, ["a"], plan, async_commit=False)
+    assert before == 2
+    assert inside == [1, 1, 2]
+    assert sqlite_synchronous() == before  # restored when the session ended
+    with connection.cursor() as cursor:  # and every claim was committed
+        cursor.execute("SELECT count(*) FROM cairnq_tasks WHERE status = 'running'")
+        assert cursor.fetchone()[0] == 3
+
+
+def test_sqlite_claims_inside_a_callers_transaction_stay_synchronous(store: Store, sqlite_full: None) -> None:
+    submit(store, "a")
+    inside: list[int] = []
+
+    def plan(draw: Any) -> None:
+        draw(["a"], 1)
+        inside.append(sqlite_synchronous())
+
+    with transaction.atomic():
+        store.claim_session(["default"], "w1", 30_000, ["a"], plan, async_commit=True)
+    assert inside == [2]
 
 
 def test_bulk_decoding_matches_row_by_row() -> None:

@@ -150,7 +150,7 @@ class Command(BaseCommand):
             "--async-claim-commit",
             action=argparse.BooleanOptionalAction,
             default=None,
-            help='PostgreSQL: claims commit without waiting for the disk flush (default CAIRNQ["ASYNC_CLAIM_COMMIT"]).',
+            help='Claims commit without waiting for the disk flush (default CAIRNQ["ASYNC_CLAIM_COMMIT"]).',
         )
         parser.add_argument(
             "--task",
