@@ -33,7 +33,7 @@ from .lease import Heartbeat, beat_interval_ms
 from .limits import Budgets, Source, build_sources
 from .settler import Settlement, Settler
 from .sweeper import Sweeper
-from .wakeup import FileWaker, PgWaker, Waker
+from .wakeup import CommitWaker, PgWaker, Waker
 
 if TYPE_CHECKING:
     from ..store._common import SQLStore
@@ -234,7 +234,7 @@ class Worker(ContextHooks):
 
         name = str(connections[self.store.alias].settings_dict["NAME"])
         if name and name != ":memory:" and "mode=memory" not in name:
-            return FileWaker(self.should_stop, name)
+            return CommitWaker(self.should_stop, self.store.alias)
         return Waker(self.should_stop)
 
     # ---- control ---------------------------------------------------------------------
@@ -454,9 +454,9 @@ class Worker(ContextHooks):
                         logger.exception("claim failed, retrying")
                 else:
                     logger.debug("claim failed again (%d): %s", errors.failures, exc)
-                # Re-arm first: the failed claim may itself have touched the
-                # SQLite files (a write refused on a full disk), which must not
-                # count as a wake-up and cut the backoff short.
+                # Re-arm first: the failed claim may have reopened the
+                # connection, which must not count as a wake-up and cut the
+                # backoff short.
                 self.waker.arm()
                 self.waker.wait(delay)
                 continue

@@ -5,23 +5,28 @@ loop only for a payload naming one of the worker's queues. A refused or lost
 LISTEN connection is retried with backoff (1 s doubling to 30 s); polling
 stays the fallback throughout and never depends on it.
 
-SQLite has no push channel. Every commit by any process appends to the
-``-wal`` file (or, outside WAL mode, rewrites the database file), so the wait
-checks those files' size and modification time every few milliseconds, a pair
-of ``stat`` calls, and probes the database only when they change or the poll
-interval ends. That keeps pickup within milliseconds without querying an idle
-database hundreds of times a second.
+SQLite has no push channel. Its connections keep a counter that moves when
+another connection commits (``PRAGMA data_version``, a read of the shared WAL
+index, no disk access), so the wait reads it every few milliseconds and
+probes the database only when it moves or the poll interval ends. That keeps
+pickup within milliseconds without querying the tasks of an idle database
+hundreds of times a second. The counter moves only once a commit is
+visible. Watching the ``-wal`` file's size and modification time instead
+missed about one pickup in thirty: a commit writes its frames, then waits for
+the flush, and only then becomes visible, so a check landing in between woke
+the loop, whose probe found nothing yet and whose next wait started from the
+already-changed file: the task waited for the poll interval.
 """
 
 from __future__ import annotations
 
 import logging
-import os
+import sqlite3
 import threading
 import time
 from collections.abc import Callable, Sequence
 
-from django.db import connections
+from django.db import DatabaseError, connections
 
 logger = logging.getLogger("cairnq_django.worker")
 
@@ -30,11 +35,11 @@ logger = logging.getLogger("cairnq_django.worker")
 # so it is not a per-dialect statement file.
 _LISTEN = "LISTEN cairnq_queued"
 _SLICE = 0.1
-# How often an idle SQLite worker stats its two files for a foreign commit:
-# pickup waits half of it on average, and each check costs two stat() calls.
-# At 8 ms an idle worker used 3% of a core on this machine (issue 7 wants
-# under 2%); 15 ms halves that for ~4 ms more median pickup (target: 25 ms).
-_FILE_CHECK = 0.015
+# How often an idle SQLite worker reads its commit counter: pickup waits half
+# of it on average. At 8 ms an idle worker used 3% of a core on this machine
+# (issue 7 wants under 2%); 15 ms halves that for ~4 ms more median pickup
+# (target: 25 ms).
+_COMMIT_CHECK = 0.015
 
 
 class Waker:
@@ -67,28 +72,34 @@ class Waker:
         """Stop any background listener."""
 
 
-class FileWaker(Waker):
-    """SQLite: notice commits by watching the database and WAL files."""
+class CommitWaker(Waker):
+    """SQLite: notice other connections' commits by the connection's ``data_version``.
 
-    def __init__(self, should_stop: Callable[[], bool], db_path: str) -> None:
+    The counter is per connection and ignores the connection's own commits,
+    so the loop's own claims never wake it; commits of the worker's other
+    connections (settlements, heartbeats) and of every other process do.
+    Reads run on the calling thread's connection (the claim loop's).
+    """
+
+    def __init__(self, should_stop: Callable[[], bool], alias: str) -> None:
         super().__init__(should_stop)
-        self.paths = (db_path, db_path + "-wal")
-        self.seen = self._signature()
+        self.alias = alias
+        self.seen = self._version()
 
-    def _signature(self) -> tuple[tuple[int, int] | None, ...]:
-        out: list[tuple[int, int] | None] = []
-        for path in self.paths:
-            try:
-                st = os.stat(path)
-            except OSError:
-                out.append(None)
-            else:
-                out.append((st.st_mtime_ns, st.st_size))
-        return tuple(out)
+    def _version(self) -> tuple[int, int] | None:
+        # Paired with the driver connection's identity: a reopened connection
+        # counts from its own start (a spurious wake-up at worst).
+        connection = connections[self.alias]
+        try:
+            connection.ensure_connection()
+            raw = connection.connection
+            return id(raw), raw.execute("PRAGMA data_version").fetchone()[0]
+        except (DatabaseError, sqlite3.Error):
+            return None  # unreachable for now: the poll interval still ends the wait
 
     def arm(self) -> None:
         super().arm()
-        self.seen = self._signature()
+        self.seen = self._version()
 
     def wait(self, timeout: float, extra: Callable[[], bool] | None = None) -> None:
         deadline = time.monotonic() + timeout
@@ -96,9 +107,9 @@ class FileWaker(Waker):
             left = deadline - time.monotonic()
             if left <= 0 or (extra is not None and extra()):
                 return
-            if self.event.wait(min(left, _FILE_CHECK)):
+            if self.event.wait(min(left, _COMMIT_CHECK)):
                 return
-            if self._signature() != self.seen:
+            if self._version() != self.seen:
                 return
 
 

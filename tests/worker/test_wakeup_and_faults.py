@@ -5,6 +5,7 @@ logged and retried, the worker stays up and the queue is finished."""
 
 from __future__ import annotations
 
+import sqlite3
 import time
 from typing import Any
 
@@ -88,3 +89,41 @@ def test_pg_terminate_backend_mid_run(
     # Logged as a database error and retried, not a crash.
     out = worker.output()
     assert "claim failed" in out and "retrying" in out
+
+
+def test_sqlite_idle_wait_sees_every_commit_of_another_connection(cairnq_db: Any, dialect: str) -> None:
+    # Commits in pairs a fraction of a millisecond apart, the WAL restarted
+    # by a checkpoint before each pair (so its size stays put), the wait
+    # armed between them: it must end on the second one every time. And the
+    # loop's own connection's writes (its claims) must not end it.
+    if dialect != "sqlite":
+        pytest.skip("the commit counter is SQLite's; PostgreSQL wakes by LISTEN")
+    from cairnq_django.worker.wakeup import CommitWaker
+
+    other = sqlite3.connect(connection.settings_dict["NAME"], isolation_level=None)
+    other.execute("CREATE TABLE IF NOT EXISTS waker_probe (x INTEGER)")
+    for i in range(50):  # a WAL longer than one pair of commits
+        other.execute("INSERT INTO waker_probe VALUES (?)", (i,))
+    waker = CommitWaker(lambda: False, "default")
+    slow = []
+    try:
+        for i in range(100):
+            other.execute("PRAGMA wal_checkpoint(PASSIVE)")
+            other.execute("INSERT INTO waker_probe VALUES (?)", (i,))
+            waker.arm()
+            other.execute("INSERT INTO waker_probe VALUES (?)", (i,))
+            started = time.monotonic()
+            waker.wait(2.0)
+            if time.monotonic() - started > 0.5:
+                slow.append(i)
+        # Its own connection's writes do not wake it (the claim loop's claims).
+        waker.arm()
+        with connection.cursor() as cursor:
+            cursor.execute("INSERT INTO waker_probe VALUES (0)")
+        started = time.monotonic()
+        waker.wait(0.3)
+        assert time.monotonic() - started >= 0.29
+    finally:
+        other.execute("DROP TABLE waker_probe")
+        other.close()
+    assert slow == []
