@@ -322,9 +322,15 @@ class SQLStore(Store):
         """Insert unkeyed specs in chunks; yield (position, row) for each."""
         for start in range(0, len(plain), INSERT_CHUNK):
             chunk = plain[start : start + INSERT_CHUNK]
-            params = [self._insert_params(s, i) for (_, s), i in zip(chunk, new_task_ids(len(chunk)))]
+            params = self._chunk_params(chunk)
             stamps = self._values("insert_tasks", self._insert_many_params(params))
             yield from zip((i for i, _ in chunk), self._inserted_tasks(params, stamps))
+
+    def _chunk_params(
+        self, chunk: builtins.list[tuple[int, SubmitSpec]]
+    ) -> builtins.list[dict[str, Any]]:
+        """Insert parameters of a chunk of (position, spec) pairs, with new ids made together."""
+        return [self._insert_params(spec, i) for (_, spec), i in zip(chunk, new_task_ids(len(chunk)))]
 
     def _inserted_tasks(
         self, params: builtins.list[dict[str, Any]], stamps: builtins.list[tuple[Any, ...]]

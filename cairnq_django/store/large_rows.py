@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from .sql import load
+from .sql import statement
 
 DERIVED_WRITES = frozenset(
     {"complete_many", "fail_many", "heartbeat_batch", "release", "heartbeat", "progress", "complete", "succeed", "fail"}
@@ -33,18 +33,18 @@ def step_sql(name: str) -> str:
         return _without_returning(base)
     if kind == "pick" and base in CLAIM_SHAPES:
         return _claim_selection(base)
-    return load("sqlite", f"large_rows/{name}")
+    return statement("sqlite", f"large_rows/{name}")
 
 
 def _without_returning(name: str) -> str:
-    lines = load("sqlite", name).splitlines()
+    lines = statement("sqlite", name).splitlines()
     end = next(i for i, line in enumerate(lines) if line.startswith("RETURNING"))
     note = f"-- Large-row mode: {name}.sql without RETURNING, restricted to the picked ids."
     return "\n".join([note, *lines[:end], PICKED_ONLY]) + "\n"
 
 
 def _claim_selection(name: str) -> str:
-    lines = load("sqlite", name).splitlines()
+    lines = statement("sqlite", name).splitlines()
     start = lines.index("WHERE id IN (") + 1
     end = lines.index(")", start)
     note = f"-- Large-row mode: the selection of {name}.sql, the ids it would lease."

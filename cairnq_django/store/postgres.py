@@ -21,7 +21,6 @@ from typing import Any
 from django.db import connections
 
 from ..conf import get_config
-from ..ids import task_ids as new_task_ids
 from ..models import Task
 from .base import SubmitSpec
 from ._common import SQLStore
@@ -147,7 +146,7 @@ class PostgresStore(SQLStore):
         with raw.pipeline():
             for start in range(0, len(plain), PIPELINED_CHUNK):
                 chunk = plain[start : start + PIPELINED_CHUNK]
-                params = [self._insert_params(s, i) for (_, s), i in zip(chunk, new_task_ids(len(chunk)))]
+                params = self._chunk_params(chunk)
                 cursor = self._cursor("insert_tasks")
                 cursor.execute(sql, self._insert_many_params(params))
                 pending.append(([i for i, _ in chunk], params, cursor))

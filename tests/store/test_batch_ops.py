@@ -413,12 +413,12 @@ def test_postgres_failed_pipelined_chunk_rolls_back_every_chunk(
 ) -> None:
     if dialect != "postgres":
         pytest.skip("psycopg's pipeline mode is PostgreSQL's")
-    from cairnq_django.store import postgres
+    from cairnq_django.store import _common, postgres
 
     # The third chunk repeats an id of the first: the server refuses it after
     # the first two chunks' inserts were already sent.
     ids = iter([f"task_pipe_{i:04d}" for i in range(postgres.PIPELINED_CHUNK * 2)] + ["task_pipe_0000"] * 50)
-    monkeypatch.setattr(postgres, "new_task_ids", lambda count: [next(ids) for _ in range(count)])
+    monkeypatch.setattr(_common, "new_task_ids", lambda count: [next(ids) for _ in range(count)])
     with pytest.raises(IntegrityError):
         store.submit_many([spec(value={"i": i}) for i in range(postgres.PIPELINED_CHUNK * 2 + 50)])
     assert not Task.objects.filter(id__startswith="task_pipe_").exists()
