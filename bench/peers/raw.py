@@ -44,11 +44,13 @@ class _Pg:
         return tid
 
     def insert_many(self, name: str, payloads: list[str]) -> None:
-        ids = [_wire.task_id() for _ in payloads]
-        self.conn.execute(
-            _wire.sql("postgres", "raw_insert_many"),
-            {"ids": ids, "payloads": payloads, "name": name, "queue": QUEUE},
-        )
+        # COPY: the fastest way PostgreSQL takes rows, so the ceiling for bulk.
+        with self.conn.transaction(), self.conn.cursor() as cur:
+            (now,) = cur.execute(_wire.sql("postgres", "raw_now_ms")).fetchone()
+            with cur.copy(_wire.sql("postgres", "raw_copy_tasks")) as copy:
+                for payload in payloads:
+                    tid = _wire.task_id()
+                    copy.write_row((tid, name, QUEUE, "queued", payload, "{}", 3, 0, now, tid, now, now))
 
     def claim(self, limit: int) -> list[tuple[str, Any]]:
         # Autocommit: the claim statement is its own short transaction.

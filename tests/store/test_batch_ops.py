@@ -394,36 +394,73 @@ def test_postgres_keyed_operations_take_the_shared_key_lock(store: Store, dialec
         assert waited >= 0.25
 
 
-def test_postgres_bulk_submit_pipelines_its_chunks(store: Store, dialect: str) -> None:
-    if dialect != "postgres":
-        pytest.skip("psycopg's pipeline mode is PostgreSQL's")
-    from cairnq_django.store.postgres import PIPELINED_CHUNK
-
-    n = PIPELINED_CHUNK * 3 + 5
-    with CaptureQueriesContext(connection) as ctx:
-        out = store.submit_many([spec(value={"i": i}) for i in range(n)])
-    inserts = [q for q in ctx.captured_queries if "INSERT INTO cairnq_tasks" in q["sql"]]
-    assert len(inserts) == 4
-    assert [t.payload["i"] for t in out] == list(range(n))
-    assert [fresh(store, t.id).payload["i"] for t in out[:: PIPELINED_CHUNK - 1]] == list(range(0, n, PIPELINED_CHUNK - 1))
-
-
-def test_postgres_failed_pipelined_chunk_rolls_back_every_chunk(
+def test_postgres_bulk_submit_streams_its_rows_with_copy(
     store: Store, dialect: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     if dialect != "postgres":
-        pytest.skip("psycopg's pipeline mode is PostgreSQL's")
+        pytest.skip("COPY is PostgreSQL's")
+    import psycopg
+
+    from cairnq_django.store.postgres import COPY_CHUNK
+
+    copies: list[str] = []
+    real_copy = psycopg.Cursor.copy
+
+    def recording_copy(self: Any, statement: Any, *args: Any, **kwargs: Any) -> Any:
+        copies.append(str(statement))
+        return real_copy(self, statement, *args, **kwargs)
+
+    monkeypatch.setattr(psycopg.Cursor, "copy", recording_copy)
+    # Text COPY has its own escapes (backslash, tab, newline, \N for null):
+    # values that spell them must arrive as written.
+    awkward = {"s": "tab\there\nnew\\N \\ back\\slash \"quoted\" \u00e9 \U0001f600", "n": None}
+    n = COPY_CHUNK * 2 + 7
+    specs = [spec(value={"i": i, **awkward}, delay_ms=(i % 4) * 1000, priority=i % 3) for i in range(n)]
+    out = store.submit_many(specs)
+    assert len(copies) == 1 and "COPY cairnq_tasks" in copies[0]
+    assert [t.payload["i"] for t in out] == list(range(n))
+    assert len({t.created_at_ms for t in out}) == 1
+    for task in out[:: COPY_CHUNK // 3] + out[-3:]:
+        stored = fresh(store, task.id)
+        assert stored.payload == task.payload == {"i": task.payload["i"], **awkward}
+        assert stored.run_at_ms == task.run_at_ms == task.created_at_ms + task.payload["i"] % 4 * 1000
+        assert (stored.status, stored.priority, stored.root_id) == ("queued", task.priority, task.id)
+
+
+def test_postgres_bulk_submit_logged_by_django_uses_insert_statements(store: Store, dialect: str) -> None:
+    if dialect != "postgres":
+        pytest.skip("the COPY path is PostgreSQL's")
+    n = INSERT_CHUNK * 2 + 5
+    with CaptureQueriesContext(connection) as ctx:
+        out = store.submit_many([spec(value={"i": i}) for i in range(n)])
+    inserts = [q for q in ctx.captured_queries if "INSERT INTO cairnq_tasks" in q["sql"]]
+    assert len(inserts) == 3
+    assert [t.payload["i"] for t in out] == list(range(n))
+    assert [fresh(store, t.id).payload["i"] for t in out[:: INSERT_CHUNK - 1]] == list(range(0, n, INSERT_CHUNK - 1))
+
+
+def test_postgres_failed_copy_writes_nothing_and_keeps_the_callers_transaction(
+    store: Store, dialect: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if dialect != "postgres":
+        pytest.skip("COPY is PostgreSQL's")
     from cairnq_django.store import _common, postgres
 
-    # The third chunk repeats an id of the first: the server refuses it after
-    # the first two chunks' inserts were already sent.
-    ids = iter([f"task_pipe_{i:04d}" for i in range(postgres.PIPELINED_CHUNK * 2)] + ["task_pipe_0000"] * 50)
+    # The last part repeats an id of the first: the server refuses it after
+    # the first parts' rows were already sent and inserted.
+    n = postgres.COPY_CHUNK * 2 + 50
+    ids = iter([f"task_copy_{i:04d}" for i in range(postgres.COPY_CHUNK * 2)] + ["task_copy_0000"] * 50)
     monkeypatch.setattr(_common, "new_task_ids", lambda count: [next(ids) for _ in range(count)])
-    with pytest.raises(IntegrityError):
-        store.submit_many([spec(value={"i": i}) for i in range(postgres.PIPELINED_CHUNK * 2 + 50)])
-    assert not Task.objects.filter(id__startswith="task_pipe_").exists()
+    with transaction.atomic():
+        before = store.submit(spec(value={"kept": True}))
+        with pytest.raises(IntegrityError):
+            store.submit_many([spec(value={"i": i}) for i in range(n)])
+        # The failed batch rolled back to its savepoint; the caller's own work stands.
+        after = store.submit(spec(value={"kept": True}))
+    assert not Task.objects.filter(id__startswith="task_copy_").exists()
+    assert Task.objects.filter(id__in=[before.id, after.id]).count() == 2
     monkeypatch.undo()
-    assert len(store.submit_many([spec(value={"i": i}) for i in range(5)])) == 5  # the connection recovered
+    assert len(store.submit_many([spec(value={"i": i}) for i in range(postgres.COPY_MIN_ROWS + 1)])) == 101
 
 
 def test_worker_writes_use_returning_only_outside_large_row_mode(store: Store, write_mode: str) -> None:
