@@ -33,6 +33,7 @@ from .admin_preview import fill_payload_heads, reads_blobs
 from .conf import get_config
 from .models import LIVE_STATUSES, QueueDashboard, Task, TaskKey, TaskStatus, ms_to_datetime
 from .registry import get_task, registered
+from .store.sql import statement
 
 # Rows counted exactly before the paginator settles for "more than this".
 COUNT_CAP = 10_000
@@ -83,9 +84,7 @@ def _table_estimate(alias: str) -> int | None:
     if connection.vendor != "postgresql":
         return None
     with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT reltuples::bigint FROM pg_class WHERE oid = to_regclass(%s)", [Task._meta.db_table]
-        )
+        cursor.execute(statement("postgres", "table_estimate"), {"table": Task._meta.db_table})
         row = cursor.fetchone()
     if row is None or row[0] is None or row[0] < 0:
         return None
