@@ -57,6 +57,16 @@ def db_counters(server: str, name: str) -> dict[str, int]:
     return dict(zip(("xact_commit", "tup_inserted", "tup_updated", "tup_deleted"), (int(v) for v in row)))
 
 
+def checkpoint(server: str) -> bool:
+    """Run a CHECKPOINT on the server; False if this role may not."""
+    with psycopg.connect(server, autocommit=True) as conn:
+        try:
+            conn.execute(_wire.sql("postgres", "checkpoint"))
+        except psycopg.errors.InsufficientPrivilege:
+            return False
+    return True
+
+
 def fresh_sqlite(path: str) -> None:
     """Delete a SQLite database and its WAL files."""
     for suffix in ("", "-wal", "-shm", "-journal"):
