@@ -145,25 +145,24 @@ class PostgresStore(SQLStore):
         if len(plain) <= COPY_MIN_ROWS or connection.queries_logged or not is_psycopg3:
             yield from super()._insert_unkeyed(plain)
             return
+        now = self.now_ms()  # COPY cannot read the clock; one reading serves the batch
         with connection.cursor() as wrapper, connection.wrap_database_errors:
             cursor = wrapper.cursor  # psycopg's own: Django's wrapper has no COPY
-            cursor.execute(statement(self.dialect, "now_ms"))
-            now = cursor.fetchone()[0]
             with cursor.copy(statement(self.dialect, "copy_tasks")) as copy:
-                write = copy.write_row
                 for start in range(0, len(plain), COPY_CHUNK):
                     chunk = plain[start : start + COPY_CHUNK]
                     params = self._chunk_params(chunk)
+                    stamps = []
                     for row in params:
                         run_at = now + row["delay_ms"]
-                        write(
+                        copy.write_row(
                             (
                                 row["id"], row["name"], row["queue"], "queued", row["payload"],
                                 row["metadata"], row["max_attempts"], row["priority"], run_at,
                                 row["parent_id"], row["root_id"], row["correlation_id"], now, now,
                             )
                         )
-                    stamps = [(row["id"], now, now, now + row["delay_ms"]) for row in params]
+                        stamps.append((row["id"], now, now, run_at))
                     yield from zip((i for i, _ in chunk), self._inserted_tasks(params, stamps))
 
     def _complete_many_params(self, items: list[tuple[str, str | None]]) -> dict[str, Any]:
