@@ -108,6 +108,14 @@ def step_statements(dialect: str, step: str) -> tuple[str, ...]:
     return statements
 
 
+def notify_function() -> str:
+    """The statement that (re)creates ``cairnq_notify()``: the first of PostgreSQL's step 0003."""
+    first = step_statements("postgres", "0003_notify.sql")[0]
+    if not first.startswith("CREATE OR REPLACE FUNCTION cairnq_notify()"):
+        raise ValueError("postgres/0003_notify.sql must open with the cairnq_notify() function")
+    return first
+
+
 def _now_ms() -> int:
     return int(time.time() * 1000)
 

@@ -176,6 +176,34 @@ def test_notify_sequence_matches_upstream(
     assert notify_sequence(reference[0]) == expected
 
 
+@pytest.mark.skipif(current_dialect() != "postgres", reason="NOTIFY is PostgreSQL only")
+def test_migration_0003_gives_an_earlier_install_the_shipped_notify_function(
+    migrated_url: str, reference: tuple[str, dict[str, Any]]
+) -> None:
+    # A database installed before the function sent with assignments (or by
+    # the upstream SDK) keeps its body: the ledger has step 0003 already.
+    # Migration 0003 replaces it; notifications stay exactly the same.
+    import importlib
+    from types import SimpleNamespace
+
+    import psycopg
+
+    migration = importlib.import_module("cairnq_django.migrations.0003_notify_function_without_spi")
+    upstream_url = reference[0]
+    body = "SELECT pg_get_functiondef('cairnq_notify'::regproc)"
+    with psycopg.connect(upstream_url, autocommit=True) as conn:
+        theirs = conn.execute(body).fetchone()[0]
+        assert "perform pg_notify" in theirs.lower()
+        editor = SimpleNamespace(connection=SimpleNamespace(vendor="postgresql", cursor=conn.cursor))
+        try:
+            migration.replace_notify_function(None, editor)
+            replaced = conn.execute(body).fetchone()[0]
+            assert "perform" not in replaced.lower() and "sent := pg_notify" in replaced
+            assert notify_sequence(upstream_url) == notify_sequence(migrated_url)
+        finally:
+            conn.execute(theirs)  # the module's reference database stays upstream's own
+
+
 def notify_sequence(url: str) -> list[tuple[str, str]]:
     """Drive one task life cycle with plain SQL and collect the notifications."""
     import psycopg
