@@ -13,7 +13,7 @@ This module must stay importable before the app registry is ready (the package
 from __future__ import annotations
 
 import builtins
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from asgiref.sync import sync_to_async
@@ -88,8 +88,10 @@ def _require_status(status: Any, label: str = "status", allowed: Sequence[str] =
         raise ValueError(f"{label} must be one of {', '.join(allowed)}; got {status!r}")
 
 
-def _check_payload_size(payload_json: str) -> None:
-    limit = get_config()["MAX_PAYLOAD_BYTES"]
+def _check_payload_size(payload_json: str, limit: int | None = None) -> None:
+    """Raise ``PayloadTooLarge`` past ``MAX_PAYLOAD_BYTES`` (``limit`` if the caller read it)."""
+    if limit is None:
+        limit = get_config()["MAX_PAYLOAD_BYTES"]
     # A UTF-8 character takes 1-4 bytes: most payloads are decided by length alone.
     if limit is None or len(payload_json) * 4 <= limit:
         return
@@ -191,23 +193,22 @@ async def _apass_gate(store: Store, specs: Sequence[SubmitSpec]) -> None:
 
 
 # ---------------------------------------------------------------- signals
-def _inserted(rows: Sequence[Task]) -> builtins.list[tuple[Task, bool]]:
-    """Pair each returned row with whether this call inserted it (the store marks it)."""
-    return [(row, bool(getattr(row, "cairnq_inserted", True))) for row in rows]
+def _announce(store: Store, rows: Sequence[Task]) -> None:
+    """Send ``task_enqueued`` for the rows this call inserted, after the caller's commit if in one.
 
-
-def _announce(store: Store, rows: Sequence[tuple[Task, bool]]) -> None:
-    """Send ``task_enqueued`` for inserted rows, after the caller's commit if in one.
-
-    A receiver is told a task *exists*: it may count it, log it or poke a
-    worker, and all of that is wrong for a row a rollback erases. So inside an
-    atomic block the signal waits for the outermost commit (and is dropped on
-    rollback); outside one the row is already committed and the signal goes now.
+    The store marks each returned row ``cairnq_inserted`` (False for an
+    existing row a keyed ``reuse`` found). A receiver is told a task *exists*:
+    it may count it, log it or poke a worker, and all of that is wrong for a
+    row a rollback erases. So inside an atomic block the signal waits for the
+    outermost commit (and is dropped on rollback); outside one the row is
+    already committed and the signal goes now.
     """
     from .models import Task as TaskModel
 
-    fresh = [row for row, inserted in rows if inserted]
-    if not fresh or not signals.task_enqueued.receivers:
+    if not signals.task_enqueued.receivers:
+        return  # nothing listens: skip walking a bulk submit's rows
+    fresh = [row for row in rows if getattr(row, "cairnq_inserted", True)]
+    if not fresh:
         return
 
     def send() -> None:
@@ -263,15 +264,25 @@ def submit(
     store = _store()
     _pass_gate(store, [spec])
     row = store.submit(spec)
-    _announce(store, _inserted([row]))
+    _announce(store, [row])
     return row
 
 
-def _specs_for_many(items: Iterable[Any], common: Mapping[str, Any]) -> builtins.list[SubmitSpec]:
+def _check_many_options(common: Mapping[str, Any]) -> None:
     unknown = set(common) - set(SUBMIT_OPTIONS)
     if unknown:
         raise TypeError(f"submit_many() got unexpected options: {', '.join(sorted(unknown))}")
-    specs = []
+
+
+def _specs_for_many(items: Iterable[Any], common: Mapping[str, Any]) -> Iterator[SubmitSpec]:
+    """Validate and encode each item as it is read: a generator.
+
+    Lazy so a store that streams its writes (PostgreSQL's COPY) checks the
+    next items while the server inserts the ones before; the store writes
+    the batch in one transaction, so an item that raises still leaves
+    nothing written.
+    """
+    size_limit = get_config()["MAX_PAYLOAD_BYTES"]
     shared: SubmitSpec | None = None
     for index, item in enumerate(items):
         if isinstance(item, Mapping):
@@ -289,24 +300,46 @@ def _specs_for_many(items: Iterable[Any], common: Mapping[str, Any]) -> builtins
             # (the first pair builds the template), then only the pair itself.
             if shared is None:
                 shared = build_spec(name, payload, **common)
-                specs.append(shared)
+                yield shared
             else:
-                specs.append(_like(shared, name, payload))
+                yield _like(shared, name, payload, size_limit)
             continue
         else:
             raise ValueError(f"items[{index}] must be a dict or a (name, payload) pair, got {item!r}")
-        specs.append(build_spec(name, payload, **{**common, **fields}))
-    return specs
+        yield build_spec(name, payload, **{**common, **fields})
 
 
-def _like(shared: SubmitSpec, name: Any, payload: Any) -> SubmitSpec:
+def _like(shared: SubmitSpec, name: Any, payload: Any, size_limit: int | None) -> SubmitSpec:
     """``shared`` with another name and payload, checked as ``build_spec`` checks them."""
     _require_text(name, "name")
     payload_json = encode_object(payload, what="payload")
-    _check_payload_size(payload_json)
-    # The constructor with the shared values (dataclasses.replace costs more
-    # than the rest of this function: it reads every field back by name).
-    return type(shared)(**{**shared.__dict__, "name": name, "payload_json": payload_json})
+    _check_payload_size(payload_json, size_limit)
+    # A copy of the shared spec's fields with the two that differ: running the
+    # (frozen) dataclass constructor, or dataclasses.replace, per item cost
+    # more than the checks above.
+    fields = shared.__dict__.copy()
+    fields["name"] = name
+    fields["payload_json"] = payload_json
+    spec = _new_object(type(shared))
+    _set_attribute(spec, "__dict__", fields)
+    return spec
+
+
+_new_object = object.__new__
+_set_attribute = object.__setattr__
+
+
+def _gated_specs(store: Store, specs: Iterable[SubmitSpec]) -> Iterable[SubmitSpec]:
+    """``specs``, after the submit gate let them through when a depth limit is set.
+
+    The gate needs every item's queue before the first write, so a gated call
+    reads (and checks) all of its items first.
+    """
+    if not backpressure.configured(get_config()):
+        return specs
+    listed = builtins.list(specs)
+    _pass_gate(store, listed)
+    return listed
 
 
 def submit_many(items: Iterable[Any], **common: Any) -> builtins.list[Task]:
@@ -314,16 +347,14 @@ def submit_many(items: Iterable[Any], **common: Any) -> builtins.list[Task]:
 
     Each item is a dict of ``submit`` arguments (``name`` required) or a
     ``(name, payload)`` pair; keyword arguments are shared defaults that an
-    item's own fields override. Every item is validated and encoded before
-    anything is written, so one bad item inserts nothing.
+    item's own fields override. Every item is validated and encoded as it is
+    written, inside the batch's transaction, so one bad item raises and
+    inserts nothing.
     """
-    specs = _specs_for_many(items, common)
-    if not specs:
-        return []
+    _check_many_options(common)
     store = _store()
-    _pass_gate(store, specs)
-    rows = store.submit_many(specs)
-    _announce(store, _inserted(rows))
+    rows = store.submit_many(_gated_specs(store, _specs_for_many(items, common)))
+    _announce(store, rows)
     return rows
 
 
@@ -536,7 +567,7 @@ async def asubmit(
 
     def insert() -> Task:
         row = store.submit(spec)
-        _announce(store, _inserted([row]))
+        _announce(store, [row])
         return row
 
     return await _async(insert)()
@@ -544,15 +575,17 @@ async def asubmit(
 
 async def asubmit_many(items: Iterable[Any], **common: Any) -> builtins.list[Task]:
     """Async ``submit_many``."""
-    specs = _specs_for_many(items, common)
-    if not specs:
-        return []
+    _check_many_options(common)
+    specs: Iterable[SubmitSpec] = _specs_for_many(items, common)
     store = await _async(_store)()
-    await _apass_gate(store, specs)
+    if backpressure.configured(get_config()):
+        # As _gated_specs, with the gate's async wait.
+        specs = builtins.list(specs)
+        await _apass_gate(store, specs)
 
     def insert() -> builtins.list[Task]:
         rows = store.submit_many(specs)
-        _announce(store, _inserted(rows))
+        _announce(store, rows)
         return rows
 
     return await _async(insert)()

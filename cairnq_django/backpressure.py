@@ -60,6 +60,11 @@ def _is_limit(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 1
 
 
+def configured(config: Mapping[str, Any]) -> bool:
+    """Whether any queue may be gated (``MAX_QUEUE_DEPTH`` is set)."""
+    return config.get("MAX_QUEUE_DEPTH") is not None
+
+
 def limit_for(config: Mapping[str, Any], queue: str) -> int | None:
     """Return the depth limit for ``queue``, or None when it is not gated."""
     value = config.get("MAX_QUEUE_DEPTH")

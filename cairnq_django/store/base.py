@@ -13,7 +13,7 @@ applied to many tasks in one statement, each task keeping its own outcome.
 from __future__ import annotations
 
 import builtins
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -86,8 +86,13 @@ class Store:
         """Insert one task (keyed: the protocol's conflict strategies); return the row."""
         raise NotImplementedError
 
-    def submit_many(self, specs: Sequence[SubmitSpec]) -> builtins.list[Task]:
-        """Submit many tasks in one transaction, keyed ones keeping every rule."""
+    def submit_many(self, specs: Iterable[SubmitSpec]) -> builtins.list[Task]:
+        """Submit many tasks in one transaction, keyed ones keeping every rule.
+
+        ``specs`` may be lazy and raise while it is read (the API checks each
+        item as it goes). A store may start writing before it has read the
+        last spec, so if reading raises it must write nothing.
+        """
         raise NotImplementedError
 
     def get(self, task_id: str) -> Task | None:

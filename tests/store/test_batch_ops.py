@@ -11,6 +11,7 @@ a PostgreSQL keyed operation not excluding upstream's key lock.
 
 from __future__ import annotations
 
+import itertools
 import sqlite3
 import threading
 import time
@@ -401,7 +402,7 @@ def test_postgres_bulk_submit_streams_its_rows_with_copy(
         pytest.skip("COPY is PostgreSQL's")
     import psycopg
 
-    from cairnq_django.store.postgres import COPY_CHUNK
+    from cairnq_django.store.postgres import COPY_ID_RUN
 
     copies: list[str] = []
     real_copy = psycopg.Cursor.copy
@@ -414,13 +415,13 @@ def test_postgres_bulk_submit_streams_its_rows_with_copy(
     # Text COPY has its own escapes (backslash, tab, newline, \N for null):
     # values that spell them must arrive as written.
     awkward = {"s": "tab\there\nnew\\N \\ back\\slash \"quoted\" \u00e9 \U0001f600", "n": None}
-    n = COPY_CHUNK * 2 + 7
+    n = COPY_ID_RUN * 2 + 7
     specs = [spec(value={"i": i, **awkward}, delay_ms=(i % 4) * 1000, priority=i % 3) for i in range(n)]
     out = store.submit_many(specs)
     assert len(copies) == 1 and "COPY cairnq_tasks" in copies[0]
     assert [t.payload["i"] for t in out] == list(range(n))
     assert len({t.created_at_ms for t in out}) == 1
-    for task in out[:: COPY_CHUNK // 3] + out[-3:]:
+    for task in out[:: COPY_ID_RUN // 3] + out[-3:]:
         stored = fresh(store, task.id)
         assert stored.payload == task.payload == {"i": task.payload["i"], **awkward}
         assert stored.run_at_ms == task.run_at_ms == task.created_at_ms + task.payload["i"] % 4 * 1000
@@ -444,13 +445,15 @@ def test_postgres_failed_copy_writes_nothing_and_keeps_the_callers_transaction(
 ) -> None:
     if dialect != "postgres":
         pytest.skip("COPY is PostgreSQL's")
-    from cairnq_django.store import _common, postgres
+    from cairnq_django.store import postgres
 
     # The last part repeats an id of the first: the server refuses it after
     # the first parts' rows were already sent and inserted.
-    n = postgres.COPY_CHUNK * 2 + 50
-    ids = iter([f"task_copy_{i:04d}" for i in range(postgres.COPY_CHUNK * 2)] + ["task_copy_0000"] * 50)
-    monkeypatch.setattr(_common, "new_task_ids", lambda count: [next(ids) for _ in range(count)])
+    n = postgres.COPY_ID_RUN * 2 + 50
+    ids = itertools.chain(
+        [f"task_copy_{i:04d}" for i in range(postgres.COPY_ID_RUN * 2)], itertools.repeat("task_copy_0000")
+    )
+    monkeypatch.setattr(postgres, "new_task_ids", lambda count: [next(ids) for _ in range(count)])
     with transaction.atomic():
         before = store.submit(spec(value={"kept": True}))
         with pytest.raises(IntegrityError):
@@ -460,7 +463,49 @@ def test_postgres_failed_copy_writes_nothing_and_keeps_the_callers_transaction(
     assert not Task.objects.filter(id__startswith="task_copy_").exists()
     assert Task.objects.filter(id__in=[before.id, after.id]).count() == 2
     monkeypatch.undo()
-    assert len(store.submit_many([spec(value={"i": i}) for i in range(postgres.COPY_MIN_ROWS + 1)])) == 101
+    assert len(store.submit_many([spec(value={"i": i}) for i in range(postgres.COPY_MIN_ROWS + 1)])) == postgres.COPY_MIN_ROWS + 1
+
+
+def test_a_spec_that_raises_while_a_bulk_submit_streams_writes_nothing(
+    store: Store, dialect: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The API hands submit_many a generator that checks each item as it is
+    # read. Where the store streams (PostgreSQL's COPY), rows before the bad
+    # one have already reached the server when it raises; the batch must
+    # still write nothing, and the caller's transaction must stay usable.
+    from cairnq_django.store.postgres import COPY_ID_RUN
+
+    n = COPY_ID_RUN * 3
+    bad = n - 10
+    read: list[int] = []
+    rows_sent_before_the_bad_item: list[int] = []
+    if dialect == "postgres":
+        import psycopg
+
+        real_write_row = psycopg.Copy.write_row
+
+        def counting_write_row(self: Any, row: Any) -> None:
+            rows_sent_before_the_bad_item.append(1)
+            real_write_row(self, row)
+
+        monkeypatch.setattr(psycopg.Copy, "write_row", counting_write_row)
+
+    def specs() -> Any:
+        for i in range(n):
+            read.append(i)
+            if i == bad:
+                raise ValueError(f"item {bad} is bad")
+            yield spec(value={"i": i}, queue="streamed")
+
+    with transaction.atomic():
+        before = store.submit(spec(value={"kept": True}, queue="streamed"))
+        with pytest.raises(ValueError, match=f"item {bad} is bad"):
+            store.submit_many(specs())
+        after = store.submit(spec(value={"kept": True}, queue="streamed"))
+    assert read[-1] == bad
+    if dialect == "postgres":
+        assert len(rows_sent_before_the_bad_item) == bad  # each row went out as its item was read
+    assert sorted(Task.objects.filter(queue="streamed").values_list("id", flat=True)) == sorted([before.id, after.id])
 
 
 def test_worker_writes_use_returning_only_outside_large_row_mode(store: Store, write_mode: str) -> None:
