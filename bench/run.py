@@ -17,6 +17,7 @@ Prints a table with the ratios issue 7 sets as targets and writes everything to
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import platform
 import random
@@ -53,7 +54,7 @@ class Settings:
         self.drain_reps = 1 if quick else 3
         self.enqueue_one_n = 200 if quick else 1_000
         self.enqueue_bulk_n = 2_000 if quick else 10_000
-        self.enqueue_reps = 1 if quick else 3
+        self.enqueue_reps = 1 if quick else 5
         self.trials = 10 if quick else 30
         self.history = 100_000 if quick else 1_000_000
         self.backoff = 2_000 if quick else 20_000
@@ -174,25 +175,60 @@ class Run:
             c.call("setup")
 
     # ------------------------------------------------------------ measurements
-    def enqueue(self, system: System, dialect: str) -> None:
-        db = self.db(system, dialect)
-        with self.client(system, dialect, db, "enqueue") as c:
-            one, bulk = [], []
+    def enqueue(self, dialect: str, systems: list[System]) -> None:
+        """Enqueue rates (one at a time, and bulk) of every system, in rounds.
+
+        The targets are ratios between systems, and this machine's speed drifts
+        by a fifth over minutes: one system's three runs, then the next's, let
+        that drift into the ratio. So each round measures every system once,
+        and a system's median is taken over its runs from all rounds.
+        """
+        runs: dict[str, dict[str, list[float]]] = {s.key: {"one": [], "bulk": []} for s in systems}
+        with contextlib.ExitStack() as stack:
+            clients: dict[str, Client] = {}
+            for system in systems:
+
+                def start(s: System = system) -> None:
+                    clients[s.key] = stack.enter_context(self.client(s, dialect, self.db(s, dialect), "enqueue"))
+
+                self.guarded(dialect, system, "enqueue", start)
             for _ in range(self.s.enqueue_reps):
-                self.reset(system, dialect, db, c)
-                one.append(c.call("enqueue_one", n=self.s.enqueue_one_n)["per_s"])
-                if system.bulk:
-                    self.reset(system, dialect, db, c)
-                    bulk.append(c.call("enqueue_bulk", n=self.s.enqueue_bulk_n, chunk=1000)["per_s"])
-            self.reset(system, dialect, db, c)
-        cell = self.cell(dialect, system)
-        cell["enqueue_one"] = {"runs": one, "median": statistics.median(one), "n": self.s.enqueue_one_n}
-        if bulk:
-            cell["enqueue_bulk"] = {"runs": bulk, "median": statistics.median(bulk), "n": self.s.enqueue_bulk_n}
-        self.say(
-            f"  {system.key}/{dialect} enqueue one {cell['enqueue_one']['median']:.0f}/s"
-            + (f", bulk {cell['enqueue_bulk']['median']:.0f}/s" if bulk else "")
-        )
+                for system in systems:
+                    if system.key in clients:
+                        self.guarded(
+                            dialect,
+                            system,
+                            "enqueue",
+                            lambda s=system: self.enqueue_round(s, dialect, clients[s.key], runs[s.key]),
+                        )
+                        if "enqueue" in self.cell(dialect, system)["errors"]:
+                            del clients[system.key]  # a failed client sits out the later rounds
+            for system in systems:
+                if system.key in clients:
+                    self.reset(system, dialect, self.db(system, dialect), clients[system.key])
+        for system in systems:
+            one, bulk = runs[system.key]["one"], runs[system.key]["bulk"]
+            if not one:
+                continue
+            cell = self.cell(dialect, system)
+            cell["enqueue_one"] = {"runs": one, "median": statistics.median(one), "n": self.s.enqueue_one_n}
+            if bulk:
+                cell["enqueue_bulk"] = {"runs": bulk, "median": statistics.median(bulk), "n": self.s.enqueue_bulk_n}
+            self.say(
+                f"  {system.key}/{dialect} enqueue one {cell['enqueue_one']['median']:.0f}/s"
+                + (f", bulk {cell['enqueue_bulk']['median']:.0f}/s" if bulk else "")
+                + f" (rounds: one {', '.join(f'{r:.0f}' for r in one)}"
+                + (f"; bulk {', '.join(f'{r:.0f}' for r in bulk)})" if bulk else ")")
+            )
+
+    def enqueue_round(self, system: System, dialect: str, client: Client, runs: dict[str, list[float]]) -> None:
+        """One round's enqueue runs of one system, each on an emptied queue."""
+        db = self.db(system, dialect)
+        self.reset(system, dialect, db, client)
+        runs["one"].append(client.call("enqueue_one", n=self.s.enqueue_one_n)["per_s"])
+        if system.bulk:
+            self.reset(system, dialect, db, client)
+            runs["bulk"].append(client.call("enqueue_bulk", n=self.s.enqueue_bulk_n, chunk=1000)["per_s"])
 
     def drain(self, system: System, dialect: str, mode: Mode) -> None:
         db = self.db(system, dialect)
@@ -459,9 +495,9 @@ class Run:
                 self.guarded(dialect, system, "setup", lambda s=system, d=dialect: self.prepare(s, d))
                 if len(self.cell(dialect, system)["errors"]) == before:
                     ready.append(system)
+            if "enqueue" in metrics:
+                self.enqueue(dialect, ready)
             for system in ready:
-                if "enqueue" in metrics:
-                    self.guarded(dialect, system, "enqueue", lambda s=system, d=dialect: self.enqueue(s, d))
                 if "drain" in metrics:
                     for mode in system.modes:
                         self.guarded(
