@@ -285,16 +285,8 @@ def _specs_for_many(items: Iterable[Any], common: Mapping[str, Any]) -> Iterator
     size_limit = get_config()["MAX_PAYLOAD_BYTES"]
     shared: SubmitSpec | None = None
     for index, item in enumerate(items):
-        if isinstance(item, Mapping):
-            fields = dict(item)
-            if "name" not in fields:
-                raise ValueError(f"items[{index}] has no 'name'")
-            bad = set(fields) - set(SUBMIT_OPTIONS) - {"name", "payload"}
-            if bad:
-                raise ValueError(f"items[{index}] has unknown fields: {', '.join(sorted(bad))}")
-            name = fields.pop("name")
-            payload = fields.pop("payload", None)
-        elif isinstance(item, (tuple, builtins.list)) and len(item) == 2:
+        # Pairs first: the Mapping test is an ABC check, slow next to these.
+        if isinstance(item, (tuple, builtins.list)) and len(item) == 2:
             name, payload = item
             # A pair takes every option from ``common``: validate those once
             # (the first pair builds the template), then only the pair itself.
@@ -304,8 +296,16 @@ def _specs_for_many(items: Iterable[Any], common: Mapping[str, Any]) -> Iterator
             else:
                 yield _like(shared, name, payload, size_limit)
             continue
-        else:
+        if not isinstance(item, Mapping):
             raise ValueError(f"items[{index}] must be a dict or a (name, payload) pair, got {item!r}")
+        fields = dict(item)
+        if "name" not in fields:
+            raise ValueError(f"items[{index}] has no 'name'")
+        bad = set(fields) - set(SUBMIT_OPTIONS) - {"name", "payload"}
+        if bad:
+            raise ValueError(f"items[{index}] has unknown fields: {', '.join(sorted(bad))}")
+        name = fields.pop("name")
+        payload = fields.pop("payload", None)
         yield build_spec(name, payload, **{**common, **fields})
 
 

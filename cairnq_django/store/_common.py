@@ -208,13 +208,6 @@ def collector_paused() -> Iterator[None]:
             gc.enable()
 
 
-def _checked(specs: Iterable[SubmitSpec]) -> Iterator[SubmitSpec]:
-    """``specs`` as read, each validated first."""
-    for spec in specs:
-        validate_spec(spec)
-        yield spec
-
-
 def batches(items: Iterable[T], size: int) -> Iterator[builtins.list[T]]:
     """Consecutive lists of up to ``size`` items (itertools.batched, Python 3.12)."""
     iterator = iter(items)
@@ -451,25 +444,28 @@ class SQLStore(Store):
             first = next(stream, None)
             if first is None:
                 return []
-            return self._run(lambda: self._write_many(_checked(itertools.chain([first], stream))))
+            return self._run(lambda: self._write_many(itertools.chain([first], stream), check=True))
         listed = builtins.list(specs)
         for spec in listed:
             validate_spec(spec)
         if not listed:
             return []
-        return self._run(lambda: self._write_many(listed))
+        return self._run(lambda: self._write_many(listed, check=False))
 
-    def _write_many(self, specs: Iterable[SubmitSpec]) -> builtins.list[Task]:
+    def _write_many(self, specs: Iterable[SubmitSpec], *, check: bool) -> builtins.list[Task]:
         """Insert every spec in one transaction; rows in input order.
 
-        Unkeyed specs go to ``_insert_unkeyed`` as they are read; keyed ones
-        are set aside and submitted afterwards, one at a time.
+        Unkeyed specs go to ``_insert_unkeyed`` as they are read (each
+        validated first when ``check``); keyed ones are set aside and
+        submitted afterwards, one at a time.
         """
         out: builtins.list[Task | None] = []
         keyed: builtins.list[tuple[int, SubmitSpec]] = []
 
         def unkeyed() -> Iterator[tuple[int, SubmitSpec]]:
             for position, spec in enumerate(specs):
+                if check:
+                    validate_spec(spec)
                 out.append(None)
                 if spec.key is None:
                     yield position, spec
