@@ -88,10 +88,8 @@ def _require_status(status: Any, label: str = "status", allowed: Sequence[str] =
         raise ValueError(f"{label} must be one of {', '.join(allowed)}; got {status!r}")
 
 
-def _check_payload_size(payload_json: str, limit: int | None = None) -> None:
-    """Raise ``PayloadTooLarge`` past ``MAX_PAYLOAD_BYTES`` (``limit`` if the caller read it)."""
-    if limit is None:
-        limit = get_config()["MAX_PAYLOAD_BYTES"]
+def _check_payload_size(payload_json: str, limit: int | None) -> None:
+    """Raise ``PayloadTooLarge`` past ``limit`` (``MAX_PAYLOAD_BYTES``; None: no limit)."""
     # A UTF-8 character takes 1-4 bytes: most payloads are decided by length alone.
     if limit is None or len(payload_json) * 4 <= limit:
         return
@@ -137,7 +135,7 @@ def build_spec(
     ):
         _require_text(value, label, optional=True)
     payload_json = encode_object(payload, what="payload")
-    _check_payload_size(payload_json)
+    _check_payload_size(payload_json, get_config()["MAX_PAYLOAD_BYTES"])
     metadata_json = encode_object(metadata, what="metadata")
     return SubmitSpec(
         name=name,

@@ -52,7 +52,7 @@ PAYLOAD_BYTES = _payload.DEFERRED_SIZE_ATTR
 _COLUMNS: dict[tuple[str, str], builtins.list[str]] = {}
 
 # The columns of a freshly submitted task that no submit parameter sets.
-FRESH_ROW: dict[str, Any] = {
+_FRESH_ROW: dict[str, Any] = {
     "status": TaskStatus.QUEUED.value,
     "result": None,
     "error": None,
@@ -377,13 +377,9 @@ class SQLStore(Store):
         rows = []
         for values in params:
             _, created, updated, run_at = by_id[values["id"]]
-            row = {**FRESH_ROW, **values, "created_at_ms": created, "updated_at_ms": updated, "run_at_ms": run_at}
+            row = {**_FRESH_ROW, **values, "created_at_ms": created, "updated_at_ms": updated, "run_at_ms": run_at}
             del row["delay_ms"]
             rows.append(row)
-        return self._fresh_tasks(rows)
-
-    def _fresh_tasks(self, rows: builtins.list[dict[str, Any]]) -> builtins.list[Task]:
-        """Tasks from rows this call inserted (all columns, JSON still as text)."""
         alias = self.alias
         tasks = [task_from_row(alias, row) for row in decode_rows(rows)]
         for task in tasks:
@@ -444,28 +440,26 @@ class SQLStore(Store):
             first = next(stream, None)
             if first is None:
                 return []
-            return self._run(lambda: self._write_many(itertools.chain([first], stream), check=True))
-        listed = builtins.list(specs)
-        for spec in listed:
-            validate_spec(spec)
-        if not listed:
-            return []
-        return self._run(lambda: self._write_many(listed, check=False))
+            specs = itertools.chain([first], stream)
+        else:
+            specs = builtins.list(specs)  # a retry starts again from the same specs
+            if not specs:
+                return []
+        return self._run(lambda: self._write_many(specs))
 
-    def _write_many(self, specs: Iterable[SubmitSpec], *, check: bool) -> builtins.list[Task]:
+    def _write_many(self, specs: Iterable[SubmitSpec]) -> builtins.list[Task]:
         """Insert every spec in one transaction; rows in input order.
 
-        Unkeyed specs go to ``_insert_unkeyed`` as they are read (each
-        validated first when ``check``); keyed ones are set aside and
-        submitted afterwards, one at a time.
+        Unkeyed specs go to ``_insert_unkeyed`` as they are read, each
+        validated first; keyed ones are set aside and submitted afterwards,
+        one at a time.
         """
         out: builtins.list[Task | None] = []
         keyed: builtins.list[tuple[int, SubmitSpec]] = []
 
         def unkeyed() -> Iterator[tuple[int, SubmitSpec]]:
             for position, spec in enumerate(specs):
-                if check:
-                    validate_spec(spec)
+                validate_spec(spec)
                 out.append(None)
                 if spec.key is None:
                     yield position, spec

@@ -26,7 +26,7 @@ from ..conf import get_config
 from ..models import Task
 from .base import SubmitSpec
 from ..ids import task_ids as new_task_ids
-from ._common import FRESH_ROW, SQLStore, collector_paused
+from ._common import SQLStore, collector_paused
 from .sql import statement
 
 # Slice size of a payload read by id (get_payload.sql): what the client
@@ -164,7 +164,10 @@ class PostgresStore(SQLStore):
                 # The server inserts rows in batches and runs their NOTIFY
                 # triggers when the COPY ends, so it is still busy now: build
                 # the returned Tasks while it works, not before the rows go.
-                tasks = self._fresh_tasks([_copied_row(item, now) for item in sent])
+                tasks = self._inserted_tasks(
+                    [self._insert_params(spec, task_id) for _, spec, task_id, _ in sent],
+                    [(task_id, now, now, run_at) for _, _, task_id, run_at in sent],
+                )
             # The collector's postponed pass ran as the COPY ended, while
             # the client waits for the server to finish anyway.
         yield from zip((position for position, *_ in sent), tasks)
@@ -232,19 +235,6 @@ def _task_id_runs() -> Iterator[str]:
     """Task ids without end, made ``COPY_ID_RUN`` at a time."""
     while True:
         yield from new_task_ids(COPY_ID_RUN)
-
-
-def _copied_row(sent: _Sent, now: int) -> dict[str, Any]:
-    """The whole row _copy_rows wrote for one spec (JSON columns still as text)."""
-    _, spec, task_id, run_at = sent
-    return {
-        **FRESH_ROW, "id": task_id, "name": spec.name, "queue": spec.queue,
-        "payload": spec.payload_json, "metadata": spec.metadata_json,
-        "max_attempts": spec.max_attempts, "priority": spec.priority,
-        "parent_id": spec.parent_id, "root_id": spec.root_id or task_id,
-        "correlation_id": spec.correlation_id, "run_at_ms": run_at,
-        "created_at_ms": now, "updated_at_ms": now,
-    }
 
 
 def _fetched(cursor: Any, sql: str, params: dict[str, Any]) -> list[Any]:
