@@ -15,15 +15,16 @@ _TIME_SHIFTS = tuple(range(40, -10, -10))
 _MS_MASK = (1 << 48) - 1
 
 
-def ulids(count: int, now_ms: int | None = None) -> list[str]:
+def ulids(count: int, now_ms: int | None = None, prefix: str = "") -> list[str]:
     """Return ``count`` 26-character ULIDs of one millisecond: 48 bits of it, then 80 random bits.
 
     Bulk submits make an id per task: the time digits are spelled once and the
     randomness is read in one call. The random digits are spelled with one
     f-string per id (eight pair lookups), twice as fast as joining a list.
+    ``prefix`` is put before each, in the same f-string.
     """
     ms = (int(time.time() * 1000) if now_ms is None else now_ms) & _MS_MASK
-    head = "".join([_DIGIT_PAIRS[(ms >> shift) & 1023] for shift in _TIME_SHIFTS])
+    head = prefix + "".join([_DIGIT_PAIRS[(ms >> shift) & 1023] for shift in _TIME_SHIFTS])
     randomness = os.urandom(10 * count)
     pairs = _DIGIT_PAIRS
     from_bytes = int.from_bytes
@@ -44,7 +45,7 @@ def ulid(now_ms: int | None = None) -> str:
 
 
 def task_id() -> str:
-    return "task_" + ulid()
+    return ulids(1, prefix="task_")[0]
 
 
 def task_ids(count: int) -> list[str]:
@@ -56,7 +57,9 @@ def task_ids(count: int) -> list[str]:
     key, root, and both claim indexes) instead of splitting pages all over
     its last stretch: a bare COPY of 1,000 rows runs about 15 % faster.
     """
-    return sorted(["task_" + value for value in ulids(count)])
+    ids = ulids(count, prefix="task_")
+    ids.sort()
+    return ids
 
 
 def worker_id() -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from .exceptions import SerializationError
@@ -22,12 +23,46 @@ DEFERRED_SIZE_ATTR = "cairnq_payload_bytes"
 _encoder = json.JSONEncoder(separators=(",", ":"), allow_nan=False, ensure_ascii=False)
 
 
+def _reusable_encoder() -> Callable[[Any, int], Sequence[str]] | None:
+    """The C encoder that ``_encoder.encode`` builds afresh on every call, built once.
+
+    Building it costs more than encoding a small payload (0.7 of 1.0 µs for
+    ``{"i": 1}``), and every submit encodes one. It is made without the
+    circular-reference markers, a dict the encoder writes to and so unsafe
+    to share between threads: a cycle runs into RecursionError instead, and
+    ``encode`` then asks ``_encoder`` for its own error. None where the
+    interpreter has no C accelerator.
+    """
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:
+        return None
+    return make(  # type: ignore[no-any-return]
+        None,  # markers: no shared state (see above)
+        _encoder.default,
+        json.encoder.encode_basestring,  # ensure_ascii=False
+        None,  # indent
+        _encoder.key_separator,
+        _encoder.item_separator,
+        _encoder.sort_keys,
+        _encoder.skipkeys,
+        _encoder.allow_nan,
+    )
+
+
+_encode_fast = _reusable_encoder()
+
+
 def encode(value: Any, *, what: str = "value") -> str:
     """Return compact JSON text for ``value`` or raise ``SerializationError``.
 
     Non-finite floats and anything JSON has no type for (sets, bytes, dates,
     Decimals, UUIDs, objects) are refused; tuples become arrays.
     """
+    if _encode_fast is not None:
+        try:
+            return "".join(_encode_fast(value, 0))
+        except (TypeError, ValueError, RecursionError):
+            pass  # refused: the ordinary encoder below raises the usual error
     try:
         return _encoder.encode(value)
     except (TypeError, ValueError, RecursionError) as exc:
