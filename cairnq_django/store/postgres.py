@@ -27,6 +27,7 @@ from ..models import Task
 from .base import SubmitSpec
 from ..ids import task_ids as new_task_ids
 from ._common import SQLStore, collector_paused
+from ._copy_text import text
 from .sql import statement
 
 # Slice size of a payload read by id (get_payload.sql): what the client
@@ -61,6 +62,11 @@ COPY_MIN_ROWS = 40
 # Task ids made at a time for COPY rows: one clock reading and one read of the
 # random source per run, each run in ascending order (see ids.task_ids).
 COPY_ID_RUN = 256
+# COPY rows are handed to the driver in pieces of about this many characters
+# (libpq sends in 8 KiB blocks). Measured against psycopg's 32 KiB, 14 rounds
+# of 10 x submit_many(1,000) alternating in one process: 1 to 8 KiB pieces
+# gave 1.03-1.06x the rows per second.
+COPY_WRITE_BYTES = 8192
 
 
 @lru_cache(maxsize=1)
@@ -145,8 +151,8 @@ class PostgresStore(SQLStore):
     def _insert_unkeyed(self, plain: Iterable[tuple[int, SubmitSpec]]) -> Iterator[tuple[int, Task]]:
         # The server spends longer inserting a row (ten indexes, the NOTIFY
         # trigger) than the client spends checking, encoding and returning
-        # it. COPY lets the two overlap: rows stream out as they are formatted
-        # (in C) and the server inserts them as they arrive, with no per-row
+        # it. COPY lets the two overlap: rows stream out as they are spelled
+        # and the server inserts them as they arrive, with no per-row
         # statement and no large parameter to parse, while the client reads
         # the next items. While Django logs queries (DEBUG, assertNumQueries)
         # the INSERT statements run instead, so the log shows what was written.
@@ -214,20 +220,33 @@ def _copy_rows(copy: Any, plain: Iterable[tuple[int, SubmitSpec]], now: int) -> 
     """Write every (position, spec) as a COPY row of a queued task stamped ``now``.
 
     Specs are read one at a time, so the first row goes out as soon as the
-    first item is checked; ids come in runs of ``COPY_ID_RUN``.
+    first item is checked; ids come in runs of ``COPY_ID_RUN``. Rows are
+    spelled here (see _copy_text) and handed over about ``COPY_WRITE_BYTES``
+    at a time: psycopg's own ``write_row`` holds 32 KiB before it sends, and
+    the server starts inserting only once it holds 64 KiB of rows, so
+    smaller hand-overs let it start sooner.
     """
-    write_row = copy.write_row
+    write = copy.write
     sent = []
+    lines: list[str] = []
+    held = 0
     for (position, spec), task_id in zip(plain, _task_id_runs()):
         run_at = now + spec.delay_ms
-        write_row(
-            (
-                task_id, spec.name, spec.queue, "queued", spec.payload_json,
-                spec.metadata_json, spec.max_attempts, spec.priority, run_at,
-                spec.parent_id, spec.root_id or task_id, spec.correlation_id, now, now,
-            )
+        line = (
+            f"{task_id}\t{text(spec.name)}\t{text(spec.queue)}\tqueued\t{text(spec.payload_json)}\t"
+            f"{text(spec.metadata_json)}\t{spec.max_attempts:d}\t{spec.priority:d}\t{run_at:d}\t"
+            f"{text(spec.parent_id)}\t{text(spec.root_id or task_id)}\t{text(spec.correlation_id)}\t"
+            f"{now:d}\t{now:d}\n"
         )
+        lines.append(line)
+        held += len(line)
+        if held >= COPY_WRITE_BYTES:
+            write("".join(lines))
+            lines.clear()
+            held = 0
         sent.append((position, spec, task_id, run_at))
+    if lines:
+        write("".join(lines))
     return sent
 
 
