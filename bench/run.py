@@ -51,7 +51,7 @@ class Settings:
         # per-task round trips, not by N, and 10,000 of them would take most of
         # the run's time budget on a loaded 2-core machine.
         self.drain_single_n = single_n or (300 if quick else 2_000)
-        self.drain_reps = 1 if quick else 3
+        self.drain_reps = 1 if quick else 5
         self.enqueue_one_n = 200 if quick else 1_000
         self.enqueue_bulk_n = 2_000 if quick else 10_000
         self.enqueue_reps = 1 if quick else 5
@@ -230,62 +230,117 @@ class Run:
             self.reset(system, dialect, db, client)
             runs["bulk"].append(client.call("enqueue_bulk", n=self.s.enqueue_bulk_n, chunk=1000)["per_s"])
 
-    def drain(self, system: System, dialect: str, mode: Mode) -> None:
-        db = self.db(system, dialect)
+    def drains(self, dialect: str, systems: list[System]) -> None:
+        """Drain rates of every system in every mode, in rounds, as ``enqueue`` does.
+
+        Each round drains once per (system, mode); a median is taken over a
+        pair's runs from all rounds, so the machine's drift over minutes
+        reaches every system alike instead of deciding a ratio.
+        """
+        pairs = [(system, mode) for system in systems for mode in system.modes]
+        runs: dict[tuple[str, str], list[float]] = {(s.key, m.key): [] for s, m in pairs}
+        costs: dict[tuple[str, str], list[dict[str, float]]] = {(s.key, m.key): [] for s, m in pairs}
+        with contextlib.ExitStack() as stack:
+            clients: dict[str, Client] = {}
+            for system in systems:
+
+                def start(s: System = system) -> None:
+                    clients[s.key] = stack.enter_context(self.client(s, dialect, self.db(s, dialect), "drain"))
+
+                self.guarded(dialect, system, "drain", start)
+            profiled = [(s, m) for s, m in pairs if s.key in self.args.profile]
+            # With --profile, one more drain per mode runs under py-spy after
+            # the rounds; it is not counted.
+            rounds = [(pairs, False)] * self.s.drain_reps + ([(profiled, True)] if profiled else [])
+            for todo, profile in rounds:
+                for system, mode in todo:
+                    metric = f"drain_{mode.key}"
+                    if system.key not in clients or metric in self.cell(dialect, system)["errors"]:
+                        continue  # a failed pair sits out the later rounds
+                    key = (system.key, mode.key)
+                    self.guarded(
+                        dialect,
+                        system,
+                        metric,
+                        lambda s=system, m=mode, k=key, p=profile: self.drain_once(
+                            s, dialect, m, clients[s.key], runs[k], costs[k], profile=p
+                        ),
+                    )
+            for system in systems:
+                if system.key in clients:
+                    self.reset(system, dialect, self.db(system, dialect), clients[system.key])
+        for system, mode in pairs:
+            found = runs[(system.key, mode.key)]
+            if not found:
+                continue
+            drains = self.cell(dialect, system).setdefault("drain", {})
+            drains[mode.key] = {"runs": found, "median": statistics.median(found), "n": self.drain_size(system, mode)}
+            cost = costs[(system.key, mode.key)]
+            if cost:
+                drains[mode.key]["db_cost"] = {k: statistics.median(c[k] for c in cost) for k in cost[0]}
+            self.say(
+                f"  {system.key}/{dialect} drain {mode.key}: {statistics.median(found):,.0f}/s "
+                f"(rounds {', '.join(f'{r:,.0f}' for r in found)})"
+            )
+
+    def drain_size(self, system: System, mode: Mode) -> int:
         paced = (mode.concurrency == 1 and mode.batch == 1) or system.paced
-        n = min(self.s.drain_n, self.s.drain_single_n) if paced else self.s.drain_n
-        runs: list[float] = []
-        cost: list[dict[str, float]] = []
-        profiled = system.key in self.args.profile
-        with self.client(system, dialect, db, f"drain-{mode.key}") as c:
-            # With --profile, one more drain runs under py-spy; it is not counted.
-            for rep in range(self.s.drain_reps + (1 if profiled else 0)):
-                self.reset(system, dialect, db, c)
-                self.preload(system, dialect, db, c, n, mode.task_name)
-                before = self.pg_stats(system, dialect)
-                poll = self.tables(system, dialect, db)
-                polls = 0
-                self.probe.clear()
-                w = self.worker(system, dialect, db, mode, f"drain-{mode.key}-{rep}", each=False)
-                spy = None
-                try:
-                    t0 = self.probe.wait(timeout=120)
-                    if rep == self.s.drain_reps:
-                        # Attached once work has started, so start-up imports stay out of it.
-                        spy = _profile.start(w.pid, self.logs / f"profile-{system.key}-{dialect}-{mode.key}.txt")
-                    deadline = t0 + max(120.0, n / 40)
-                    while poll.live():
-                        polls += 1
-                        if now() > deadline:
-                            raise TimeoutError(f"not drained within {deadline - t0:.0f}s: {poll.counts()}")
-                        if not w.alive():
-                            raise RuntimeError(f"worker exited ({w.proc.returncode}): {tail(w.log)}")
-                        time.sleep(0.005)
-                    t1 = now()
-                finally:
-                    w.stop()
-                counts = poll.counts()
-                poll.close()
-                if counts.get("succeeded", 0) != n:
-                    raise RuntimeError(f"expected {n} succeeded, found {counts}")
-                if before is not None and spy is None:
-                    # The harness's own polls are transactions on this database too.
-                    cost.append(self.pg_cost(system, before, n, harness_xacts=polls + 2))
-                if spy is not None:
-                    profile = _profile.finish(spy)
-                    self.cell(dialect, system).setdefault("profiles", {})[mode.key] = profile
-                    self.say(f"  {system.key}/{dialect} drain {mode.key} profile: {profile['file']}")
-                    continue
-                runs.append(n / (t1 - t0))
-            self.reset(system, dialect, db, c)
-        drains = self.cell(dialect, system).setdefault("drain", {})
-        drains[mode.key] = {"runs": runs, "median": statistics.median(runs), "n": n}
-        if cost:
-            drains[mode.key]["db_cost"] = {k: statistics.median(c[k] for c in cost) for k in cost[0]}
-        self.say(
-            f"  {system.key}/{dialect} drain {mode.key}: {statistics.median(runs):,.0f}/s "
-            f"(runs {', '.join(f'{r:,.0f}' for r in runs)})"
-        )
+        return min(self.s.drain_n, self.s.drain_single_n) if paced else self.s.drain_n
+
+    def drain_once(
+        self,
+        system: System,
+        dialect: str,
+        mode: Mode,
+        client: Client,
+        runs: list[float],
+        costs: list[dict[str, float]],
+        *,
+        profile: bool,
+    ) -> None:
+        """One drain of ``n`` preloaded tasks by a fresh worker: its rate, or (profile) its py-spy profile."""
+        db = self.db(system, dialect)
+        n = self.drain_size(system, mode)
+        self.reset(system, dialect, db, client)
+        self.preload(system, dialect, db, client, n, mode.task_name)
+        before = self.pg_stats(system, dialect)
+        poll = self.tables(system, dialect, db)
+        polls = 0
+        self.probe.clear()
+        tag = f"drain-{mode.key}-" + ("profile" if profile else str(len(runs)))
+        w = self.worker(system, dialect, db, mode, tag, each=False)
+        spy = None
+        try:
+            t0 = self.probe.wait(timeout=120)
+            if profile:
+                # Attached once work has started, so start-up imports stay out of it.
+                spy = _profile.start(w.pid, self.logs / f"profile-{system.key}-{dialect}-{mode.key}.txt")
+            deadline = t0 + max(120.0, n / 40)
+            while poll.live():
+                polls += 1
+                if now() > deadline:
+                    raise TimeoutError(f"not drained within {deadline - t0:.0f}s: {poll.counts()}")
+                if not w.alive():
+                    raise RuntimeError(f"worker exited ({w.proc.returncode}): {tail(w.log)}")
+                time.sleep(0.005)
+            t1 = now()
+        finally:
+            w.stop()
+        try:
+            counts = poll.counts()
+        finally:
+            poll.close()
+        if counts.get("succeeded", 0) != n:
+            raise RuntimeError(f"expected {n} succeeded, found {counts}")
+        if spy is not None:
+            found = _profile.finish(spy)
+            self.cell(dialect, system).setdefault("profiles", {})[mode.key] = found
+            self.say(f"  {system.key}/{dialect} drain {mode.key} profile: {found['file']}")
+            return
+        if before is not None:
+            # The harness's own polls are transactions on this database too.
+            costs.append(self.pg_cost(system, before, n, harness_xacts=polls + 2))
+        runs.append(n / (t1 - t0))
 
     def pg_stats(self, system: System, dialect: str) -> dict[str, int] | None:
         """Snapshot the system's database counters (PostgreSQL only)."""
@@ -497,15 +552,9 @@ class Run:
                     ready.append(system)
             if "enqueue" in metrics:
                 self.enqueue(dialect, ready)
+            if "drain" in metrics:
+                self.drains(dialect, ready)
             for system in ready:
-                if "drain" in metrics:
-                    for mode in system.modes:
-                        self.guarded(
-                            dialect,
-                            system,
-                            f"drain_{mode.key}",
-                            lambda s=system, d=dialect, m=mode: self.drain(s, d, m),
-                        )
                 if "pickup" in metrics:
                     self.guarded(dialect, system, "pickup", lambda s=system, d=dialect: self.pickup(s, d))
                 if "memory" in metrics and system.key == "ours":
