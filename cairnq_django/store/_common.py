@@ -277,6 +277,9 @@ class SQLStore(Store):
         """Extra parameters of claim statements: how their commit waits (PostgreSQL only)."""
         return {}
 
+    def _reuse_claim_plans(self) -> None:
+        """Let this connection keep one plan per claim statement (PostgreSQL only)."""
+
     def _claim_scope(self, relaxed: bool) -> AbstractContextManager[object]:
         """What a claim session runs inside: how its commit waits (SQLite only)."""
         return contextlib.nullcontext()
@@ -690,6 +693,7 @@ class SQLStore(Store):
         recover: bool | None = None,
         single_draw: bool = False,
         async_commit: bool = False,
+        reuse_plans: bool = False,
     ) -> builtins.list[Task] | None:
         """Run one claim session (protocol 3.9); see ``Store.claim_session``.
 
@@ -703,10 +707,14 @@ class SQLStore(Store):
         transaction (BEGIN and COMMIT are two of a claim's round trips).
         ``async_commit`` (workers, ``CAIRNQ["ASYNC_CLAIM_COMMIT"]``) lets the
         session's commit return before PostgreSQL flushes it to disk.
+        ``reuse_plans`` (workers, whose claim connection runs nothing else of
+        theirs) lets PostgreSQL plan each claim statement once per connection.
         """
         if not isinstance(lease_ms, int) or lease_ms < 1:
             raise ValueError(f"lease_ms must be an integer >= 1, not {lease_ms!r}")
         wanted_queues = _unique(queues)
+        if reuse_plans:
+            self._reuse_claim_plans()
         if probe is True:
             probe = self.probe_claim(wanted_queues, probe_names)
         if probe is not False and not probe.any:

@@ -42,8 +42,14 @@ _NEVER_BY_COUNT = 2**62
 # plan cannot see. Measured: a prepared complete_many left to a generic plan
 # walked every 'running' entry of the status index (dead ones included) for
 # each batch, and a batch=256 drain fell from ~7,700/s to ~900/s.
+# The probe and lease recovery are here too: a worker's claim connection keeps
+# one plan per prepared statement (reuse_claim_plans.sql), and their best
+# index depends on the clock reading and the lists they are given.
 _PLANNED_PER_CALL = frozenset(
-    {"complete_many", "fail_many", "heartbeat_batch", "cancel_many", "retry_many", "release"}
+    {
+        "complete_many", "fail_many", "heartbeat_batch", "cancel_many", "retry_many", "release",
+        "claimable_probe", "recover_leases",
+    }
 )
 
 # insert_tasks.sql reads these from each row object as JSON scalars.
@@ -127,6 +133,19 @@ class PostgresStore(SQLStore):
 
     def _clock(self) -> dict[str, Any]:
         return {}
+
+    def _reuse_claim_plans(self) -> None:
+        connection = connections[self.alias]
+        if connection.in_atomic_block:
+            return  # a rollback would undo the SET; the next session outside one sets it
+        connection.ensure_connection()
+        raw = connection.connection
+        if getattr(raw, "_cairnq_reuses_plans", False):
+            return
+        with connection.cursor() as cursor:  # a SET: nothing to prepare
+            cursor.execute(statement(self.dialect, "reuse_claim_plans"))
+        # On the driver's connection object, so a reconnect starts unset.
+        raw._cairnq_reuses_plans = True
 
     def _claim_commit(self, relaxed: bool) -> dict[str, Any]:
         # None keeps the session's own setting (set_config with its current value).

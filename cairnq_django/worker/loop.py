@@ -602,6 +602,9 @@ class Worker(ContextHooks):
                 recover=None if probe is not False else False,
                 single_draw=single,
                 async_commit=self.options.async_claim_commit,
+                # Nothing but the worker's own statements runs on this
+                # thread's connection (handlers have theirs).
+                reuse_plans=True,
             )
 
         if self.write_lock is not None:

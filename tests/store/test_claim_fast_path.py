@@ -189,3 +189,47 @@ def test_bulk_decoding_matches_row_by_row() -> None:
     assert decode_rows([dict(row) for row in rows]) == one_by_one
     with pytest.raises(ValueError):
         decode_rows([{"payload": "{not json", "metadata": "{}"}])
+
+
+def _plan_cache_mode() -> str:
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW plan_cache_mode")
+        return str(cursor.fetchone()[0])
+
+
+def test_a_worker_connection_plans_each_claim_once(store: Store, dialect: str) -> None:
+    # Planning a claim costs about as much as running it for one task, and
+    # PostgreSQL never settles on one plan by itself (without the LIMIT's
+    # value its plan looks dearer). A worker's claim connection asks to keep
+    # one plan per statement; any other connection keeps the default.
+    if dialect != "postgres":
+        pytest.skip("plan_cache_mode is a PostgreSQL setting")
+    for _ in range(8):
+        submit(store, "a")
+
+    def plan(draw: Any) -> None:
+        draw(["a"], 1)
+
+    def claim(**kwargs: Any) -> None:
+        store.claim_session(["default"], "w1", 30_000, ["a"], plan, single_draw=True, **kwargs)
+
+    connection.close()
+    with transaction.atomic():
+        claim(reuse_plans=True)  # inside a transaction a rollback would undo it: not set
+        assert _plan_cache_mode() == "auto"
+    connection.close()  # a fresh connection: no statement prepared under the default
+    for _ in range(6):
+        claim(reuse_plans=True)
+    assert _plan_cache_mode() == "force_generic_plan"
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT statement, generic_plans, custom_plans FROM pg_prepared_statements"
+            " WHERE statement LIKE %s",
+            ["%picked AS MATERIALIZED%"],
+        )
+        (text, generic, custom), = cursor.fetchall()
+    assert "LIMIT" in text and generic >= 6 and custom == 0
+    # A new connection starts with the default again.
+    connection.close()
+    claim()
+    assert _plan_cache_mode() == "auto"

@@ -34,7 +34,7 @@ RUNNING_ROWS = 300
 # rowids; bulk submit streams rows with PostgreSQL's COPY; only PostgreSQL
 # keeps a row estimate for the admin's count.
 SQLITE_ONLY = {"admin_payload_rowids"}
-POSTGRES_ONLY = {"copy_tasks", "table_estimate"}
+POSTGRES_ONLY = {"copy_tasks", "table_estimate", "reuse_claim_plans"}
 
 
 def test_both_dialects_ship_the_same_statements() -> None:
@@ -145,6 +145,36 @@ def _plan_sql(dialect: str, sql: str, params: dict[str, Any]) -> str:
         return "\n".join(row[0] for row in cursor.fetchall())
 
 
+_PLACEHOLDER = re.compile(r"%\((\w+)\)s")
+
+
+def _generic_plan(name: str, params: dict[str, Any]) -> str:
+    """PostgreSQL's plan for statement ``name`` made without its values, as a
+    worker's claim connection keeps it (reuse_claim_plans.sql)."""
+    sql = load("postgres", name)
+    order: list[str] = []
+
+    def numbered(match: re.Match[str]) -> str:
+        if match.group(1) not in order:
+            order.append(match.group(1))
+        return f"${order.index(match.group(1)) + 1}"
+
+    text = _PLACEHOLDER.sub(numbered, sql)
+    if "synchronous_commit" in order:
+        params = {"synchronous_commit": None, **params}
+    with connection.cursor() as cursor:
+        cursor.execute("SET plan_cache_mode = force_generic_plan")
+        try:
+            cursor.execute("PREPARE cairnq_generic AS " + text.replace("%", "%%"))
+            values = ", ".join(["%s"] * len(order))
+            cursor.execute(f"EXPLAIN EXECUTE cairnq_generic({values})", [params[key] for key in order])
+            plan = "\n".join(row[0] for row in cursor.fetchall())
+            cursor.execute("DEALLOCATE cairnq_generic")
+        finally:
+            cursor.execute("RESET plan_cache_mode")
+    return plan
+
+
 def _full_scans(dialect: str, plan: str) -> list[str]:
     """Return the plan lines that read all of cairnq_tasks (or all of one of its indexes)."""
     if dialect == "postgres":
@@ -196,6 +226,15 @@ def test_claims_read_the_claim_indexes(
         assert ("Function Scan on unnest" if dialect == "postgres" else "CORRELATED LIST SUBQUERY") in plan, plan
     if no_sort:
         assert ("Sort" if dialect == "postgres" else "TEMP B-TREE") not in plan, plan
+    if dialect == "postgres":
+        # A worker's connection plans each claim once, without its values:
+        # that plan must read the claim indexes just the same.
+        generic = _generic_plan(statement, params)
+        assert index in generic, generic
+        assert _full_scans(dialect, generic) == [], generic
+        assert "Tid Scan on cairnq_tasks t" in generic, generic
+        if no_sort:
+            assert "Sort" not in generic, generic
 
 
 @pytest.mark.parametrize(("statement", "queues", "names", "index", "no_sort"), CLAIM_SHAPES)
