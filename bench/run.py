@@ -174,6 +174,28 @@ class Run:
         with self.client(installer, dialect, db, "setup") as c:
             c.call("setup")
 
+    def open_clients(
+        self, stack: contextlib.ExitStack, dialect: str, systems: list[System], metric: str
+    ) -> dict[str, Client]:
+        """Start one client per system for a measurement taken in rounds, closed with ``stack``.
+
+        A system whose client fails to start gets a ``metric`` error and no entry.
+        """
+        clients: dict[str, Client] = {}
+        for system in systems:
+
+            def start(s: System = system) -> None:
+                clients[s.key] = stack.enter_context(self.client(s, dialect, self.db(s, dialect), metric))
+
+            self.guarded(dialect, system, metric, start)
+        return clients
+
+    def reset_all(self, dialect: str, systems: list[System], clients: dict[str, Client]) -> None:
+        """Empty the queue of every system that still has a client, after a measurement."""
+        for system in systems:
+            if system.key in clients:
+                self.reset(system, dialect, self.db(system, dialect), clients[system.key])
+
     # ------------------------------------------------------------ measurements
     def enqueue(self, dialect: str, systems: list[System]) -> None:
         """Enqueue rates (one at a time, and bulk) of every system, in rounds.
@@ -185,13 +207,7 @@ class Run:
         """
         runs: dict[str, dict[str, list[float]]] = {s.key: {"one": [], "bulk": []} for s in systems}
         with contextlib.ExitStack() as stack:
-            clients: dict[str, Client] = {}
-            for system in systems:
-
-                def start(s: System = system) -> None:
-                    clients[s.key] = stack.enter_context(self.client(s, dialect, self.db(s, dialect), "enqueue"))
-
-                self.guarded(dialect, system, "enqueue", start)
+            clients = self.open_clients(stack, dialect, systems, "enqueue")
             for _ in range(self.s.enqueue_reps):
                 for system in systems:
                     if system.key in clients:
@@ -203,9 +219,7 @@ class Run:
                         )
                         if "enqueue" in self.cell(dialect, system)["errors"]:
                             del clients[system.key]  # a failed client sits out the later rounds
-            for system in systems:
-                if system.key in clients:
-                    self.reset(system, dialect, self.db(system, dialect), clients[system.key])
+            self.reset_all(dialect, systems, clients)
         for system in systems:
             one, bulk = runs[system.key]["one"], runs[system.key]["bulk"]
             if not one:
@@ -241,13 +255,7 @@ class Run:
         runs: dict[tuple[str, str], list[float]] = {(s.key, m.key): [] for s, m in pairs}
         costs: dict[tuple[str, str], list[dict[str, float]]] = {(s.key, m.key): [] for s, m in pairs}
         with contextlib.ExitStack() as stack:
-            clients: dict[str, Client] = {}
-            for system in systems:
-
-                def start(s: System = system) -> None:
-                    clients[s.key] = stack.enter_context(self.client(s, dialect, self.db(s, dialect), "drain"))
-
-                self.guarded(dialect, system, "drain", start)
+            clients = self.open_clients(stack, dialect, systems, "drain")
             profiled = [(s, m) for s, m in pairs if s.key in self.args.profile]
             # With --profile, one more drain per mode runs under py-spy after
             # the rounds; it is not counted.
@@ -266,9 +274,7 @@ class Run:
                             s, dialect, m, clients[s.key], runs[k], costs[k], profile=p
                         ),
                     )
-            for system in systems:
-                if system.key in clients:
-                    self.reset(system, dialect, self.db(system, dialect), clients[system.key])
+            self.reset_all(dialect, systems, clients)
         for system, mode in pairs:
             found = runs[(system.key, mode.key)]
             if not found:
