@@ -136,12 +136,14 @@ class PostgresStore(SQLStore):
 
     def _reuse_claim_plans(self) -> None:
         connection = connections[self.alias]
+        # Runs before every claim: the usual answer is one attribute read.
+        raw = connection.connection
+        if raw is not None and getattr(raw, "_cairnq_reuses_plans", False):
+            return
         if connection.in_atomic_block:
             return  # a rollback would undo the SET; the next session outside one sets it
         connection.ensure_connection()
         raw = connection.connection
-        if getattr(raw, "_cairnq_reuses_plans", False):
-            return
         with connection.cursor() as cursor:  # a SET: nothing to prepare
             cursor.execute(statement(self.dialect, "reuse_claim_plans"))
         # On the driver's connection object, so a reconnect starts unset.
