@@ -195,9 +195,13 @@ class PostgresStore(SQLStore):
                     [self._insert_params(spec, task_id) for _, spec, task_id, _ in sent],
                     [(task_id, now, now, run_at) for _, _, task_id, run_at in sent],
                 )
+                # Hand them over before the COPY ends too: the caller files
+                # each by its position while the server is still inserting.
+                # (A caller that stops early ends the COPY with an error,
+                # and its transaction rolls back as on any other error.)
+                yield from zip((position for position, *_ in sent), tasks)
             # The collector's postponed pass ran as the COPY ended, while
             # the client waits for the server to finish anyway.
-        yield from zip((position for position, *_ in sent), tasks)
 
     def _complete_many_params(self, items: list[tuple[str, str | None]]) -> dict[str, Any]:
         return {"ids": [i for i, _ in items], "results": [r for _, r in items]}
