@@ -7,26 +7,33 @@ stays the fallback throughout and never depends on it.
 
 SQLite has no push channel. Its connections keep a counter that moves when
 another connection commits (``PRAGMA data_version``, a read of the shared WAL
-index, no disk access), so the wait reads it every few milliseconds and
-probes the database only when it moves or the poll interval ends. That keeps
-pickup within milliseconds without querying the tasks of an idle database
-hundreds of times a second. The counter moves only once a commit is
-visible. Watching the ``-wal`` file's size and modification time instead
-missed about one pickup in thirty: a commit writes its frames, then waits for
-the flush, and only then becomes visible, so a check landing in between woke
-the loop, whose probe found nothing yet and whose next wait started from the
-already-changed file: the task waited for the poll interval.
+index, no disk access), and that counter decides. On Linux the wait sleeps
+until the kernel reports a write to the ``-wal`` file (inotify, see
+wal_watch.py), so an idle worker costs nothing between commits and notices
+one within a millisecond or two. A write is not yet a visible commit (the
+writer flushes, then publishes it in the WAL index), so after a write the
+counter is read again at growing intervals until it moves. Elsewhere the
+wait reads the counter every few milliseconds instead. Either way it probes
+the database only when the counter moves or the poll interval ends.
+Watching the file alone, without the counter, missed about one pickup in
+thirty: a check landing between the write and the publication woke the
+loop, whose probe found nothing yet and whose next wait started after the
+write, so the task waited for the poll interval.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import select
 import sqlite3
 import threading
 import time
 from collections.abc import Callable, Sequence
 
 from django.db import DatabaseError, connections
+
+from .wal_watch import WalWatch
 
 logger = logging.getLogger("cairnq_django.worker")
 
@@ -35,14 +42,18 @@ logger = logging.getLogger("cairnq_django.worker")
 # so it is not a per-dialect statement file.
 _LISTEN = "LISTEN cairnq_queued"
 _SLICE = 0.1
-# How often an idle SQLite worker reads its commit counter: pickup waits half
-# of it on average. Each check is a timed wake-up, two file locks and a stat,
-# 100-250 us of CPU on this (virtual) machine, so the idle cost is set by how
-# many checks a second there are (issue 7 wants under 2% of a core). Measured
-# idle over 20 s: 1.6% at 15 ms (1.4-2.0% in bench runs on a slow day), 1.25%
-# at 20 ms, 0.95% at 25 ms. 20 ms keeps even the p95 pickup near 20 ms
-# (p50 10-14 ms; the target is a p50 under 25 ms).
+# How often an idle SQLite worker reads its commit counter where it cannot
+# watch the WAL file: pickup waits half of it on average. Each check is a
+# timed wake-up, two file locks and a stat, 100-250 us of CPU on this
+# (virtual) machine, so the idle cost is set by how many checks a second
+# there are (issue 7 wants under 2% of a core). Measured idle over 20 s: 1.6%
+# at 15 ms (1.4-2.0% in bench runs on a slow day), 1.25% at 20 ms, 0.95% at
+# 25 ms. 20 ms keeps even the p95 pickup near 20 ms.
 _COMMIT_CHECK = 0.020
+# After a write to the WAL the counter is read again after these pauses until
+# it moves: the commit is published once the writer's flush ends (about a
+# millisecond here at synchronous=FULL; longer on a slow disk).
+_PUBLISH_RECHECKS = (0.0005, 0.001, 0.002, 0.004, 0.008, 0.016, 0.032, 0.064)
 
 
 class Waker:
@@ -81,13 +92,24 @@ class CommitWaker(Waker):
     The counter is per connection and ignores the connection's own commits,
     so the loop's own claims never wake it; commits of the worker's other
     connections (settlements, heartbeats) and of every other process do.
-    Reads run on the calling thread's connection (the claim loop's).
+    Reads run on the calling thread's connection (the claim loop's), and so
+    do ``start``, ``arm``, ``wait`` and ``stop``; ``wake`` may come from any
+    thread.
+
+    After ``start`` (on Linux) the wait sleeps on a WAL watch and on a pipe
+    that ``wake`` writes to; before it, or where the watch cannot be had,
+    the counter is polled every ``_COMMIT_CHECK``.
     """
 
     def __init__(self, should_stop: Callable[[], bool], alias: str) -> None:
         super().__init__(should_stop)
         self.alias = alias
         self.seen = self._version()
+        self.watch: WalWatch | None = None
+        # (read end, write end); the lock keeps a late wake() off a closed descriptor.
+        self._pipe: tuple[int, int] | None = None
+        self._pipe_lock = threading.Lock()
+        self._written = False  # the WAL was written since the last arm()
 
     def _version(self) -> tuple[int, int] | None:
         # Paired with the driver connection's identity: a reopened connection
@@ -100,11 +122,82 @@ class CommitWaker(Waker):
         except (DatabaseError, sqlite3.Error):
             return None  # unreachable for now: the poll interval still ends the wait
 
+    def _database_file(self) -> str | None:
+        """The main database's file as SQLite opened it (None for a memory database)."""
+        connection = connections[self.alias]
+        try:
+            connection.ensure_connection()
+            rows = connection.connection.execute("PRAGMA database_list").fetchall()
+        except (DatabaseError, sqlite3.Error):
+            return None
+        return next((row[2] for row in rows if row[1] == "main" and row[2]), None)
+
+    def start(self) -> None:
+        path = self._database_file()
+        watch = WalWatch.open(path) if path else None
+        if watch is None:
+            return
+        read_end, write_end = os.pipe()
+        os.set_blocking(read_end, False)
+        os.set_blocking(write_end, False)
+        with self._pipe_lock:
+            self.watch, self._pipe = watch, (read_end, write_end)
+        self.arm()
+
+    def stop(self) -> None:
+        with self._pipe_lock:
+            watch, pipe = self.watch, self._pipe
+            self.watch = self._pipe = None
+        if watch is not None:
+            watch.close()
+        if pipe is not None:
+            for fd in pipe:
+                os.close(fd)
+
+    def wake(self) -> None:
+        super().wake()
+        with self._pipe_lock:
+            if self._pipe is not None:
+                try:
+                    os.write(self._pipe[1], b"w")
+                except BlockingIOError:
+                    pass  # the pipe is full: it is readable already
+
     def arm(self) -> None:
         super().arm()
+        pipe, watch = self._pipe, self.watch
+        if pipe is not None:
+            _empty(pipe[0])
+        # Events from before this point are settled by the counter read
+        # next, except a commit written but not yet published: remember the
+        # write, so the wait looks again shortly instead of sleeping on it.
+        self._written = watch is not None and watch.drain()
         self.seen = self._version()
 
     def wait(self, timeout: float, extra: Callable[[], bool] | None = None) -> None:
+        watch, pipe = self.watch, self._pipe
+        if watch is None or pipe is None:
+            self._poll(timeout, extra)
+            return
+        deadline = time.monotonic() + timeout
+        rechecks = iter(_PUBLISH_RECHECKS if self._written else ())
+        pause = next(rechecks, _SLICE)
+        while not self.should_stop():
+            left = deadline - time.monotonic()
+            if left <= 0 or (extra is not None and extra()) or self.event.is_set():
+                return
+            ready, _, _ = select.select([watch.fd, pipe[0]], [], [], min(left, pause))
+            if pipe[0] in ready:
+                return  # wake(); arm() empties the pipe
+            if watch.fd in ready and watch.drain():
+                rechecks = iter(_PUBLISH_RECHECKS)
+            # Also on a plain timeout: a commit the watch did not report
+            # (none is known to go unreported) waits one slice at most.
+            if self._version() != self.seen:
+                return
+            pause = next(rechecks, _SLICE)
+
+    def _poll(self, timeout: float, extra: Callable[[], bool] | None) -> None:
         deadline = time.monotonic() + timeout
         while not self.should_stop():
             left = deadline - time.monotonic()
@@ -114,6 +207,15 @@ class CommitWaker(Waker):
                 return
             if self._version() != self.seen:
                 return
+
+
+def _empty(fd: int) -> None:
+    """Read a non-blocking descriptor until nothing is left."""
+    try:
+        while os.read(fd, 4096):
+            pass
+    except BlockingIOError:
+        pass
 
 
 class PgWaker(Waker):

@@ -1,4 +1,4 @@
-"""Pin prompt pickup without polling (PostgreSQL LISTEN, SQLite file watch),
+"""Pin prompt pickup without polling (PostgreSQL LISTEN, SQLite WAL watch),
 the worker's connection names on PostgreSQL, and survival of killed database
 connections: ``pg_terminate_backend`` of every worker connection mid-run is
 logged and retried, the worker stays up and the queue is finished."""
@@ -91,11 +91,16 @@ def test_pg_terminate_backend_mid_run(
     assert "claim failed" in out and "retrying" in out
 
 
-def test_sqlite_idle_wait_sees_every_commit_of_another_connection(cairnq_db: Any, dialect: str) -> None:
+@pytest.mark.parametrize("mode", ["watched", "polled"])
+def test_sqlite_idle_wait_sees_every_commit_of_another_connection(
+    cairnq_db: Any, dialect: str, mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # Commits in pairs a fraction of a millisecond apart, the WAL restarted
     # by a checkpoint before each pair (so its size stays put), the wait
     # armed between them: it must end on the second one every time. And the
-    # loop's own connection's writes (its claims) must not end it.
+    # loop's own connection's writes (its claims) must not end it. "watched"
+    # sleeps on the WAL file (Linux inotify); "polled" reads the counter on
+    # a timer, as where the watch cannot be had.
     if dialect != "sqlite":
         pytest.skip("the commit counter is SQLite's; PostgreSQL wakes by LISTEN")
     from cairnq_django.worker.wakeup import CommitWaker
@@ -105,6 +110,14 @@ def test_sqlite_idle_wait_sees_every_commit_of_another_connection(cairnq_db: Any
     for i in range(50):  # a WAL longer than one pair of commits
         other.execute("INSERT INTO waker_probe VALUES (?)", (i,))
     waker = CommitWaker(lambda: False, "default")
+    if mode == "watched":
+        # Slices longer than the wait: only the watch can end it in time.
+        monkeypatch.setattr("cairnq_django.worker.wakeup._SLICE", 5.0)
+        waker.start()
+        if waker.watch is None:
+            other.execute("DROP TABLE waker_probe")
+            other.close()
+            pytest.skip("no inotify here: the wait polls")
     slow = []
     try:
         for i in range(100):
@@ -124,6 +137,162 @@ def test_sqlite_idle_wait_sees_every_commit_of_another_connection(cairnq_db: Any
         waker.wait(0.3)
         assert time.monotonic() - started >= 0.29
     finally:
+        waker.stop()
         other.execute("DROP TABLE waker_probe")
         other.close()
     assert slow == []
+
+
+def _watched_waker(dialect: str) -> Any:
+    if dialect != "sqlite":
+        pytest.skip("the WAL watch is SQLite's; PostgreSQL wakes by LISTEN")
+    from cairnq_django.worker.wakeup import CommitWaker
+
+    waker = CommitWaker(lambda: False, "default")
+    waker.start()
+    if waker.watch is None:
+        pytest.skip("no inotify here: the wait polls")
+    return waker
+
+
+def test_sqlite_watched_idle_wait_does_not_poll_the_counter(
+    cairnq_db: Any, dialect: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # An idle wait on the WAL watch reads the commit counter once a slice
+    # (0.1 s, the stop-request check), not every 20 ms: over a quiet second
+    # about ten reads where polling makes about fifty.
+    waker = _watched_waker(dialect)
+    reads = 0
+    version = waker._version
+
+    def counted() -> Any:
+        nonlocal reads
+        reads += 1
+        return version()
+
+    monkeypatch.setattr(waker, "_version", counted)
+    try:
+        waker.arm()
+        reads = 0
+        waker.wait(1.0)
+        watched = reads
+    finally:
+        waker.stop()
+    reads = 0
+    waker.arm()  # stopped: the same waker polls now
+    reads = 0
+    waker.wait(1.0)
+    polled = reads
+    assert watched <= 15, watched
+    assert polled > 2 * watched, (polled, watched)
+
+
+def test_sqlite_watched_wait_sees_a_commit_made_while_it_sleeps(
+    cairnq_db: Any, dialect: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Another thread commits while the wait is asleep on the watch. The
+    # kernel reports the WAL write before the commit is published (after
+    # the writer's flush), so the wait must look again rather than sleep
+    # through it: with slices longer than the wait, a missed publication
+    # shows as a wait that runs to its timeout.
+    import threading
+
+    monkeypatch.setattr("cairnq_django.worker.wakeup._SLICE", 5.0)
+    waker = _watched_waker(dialect)
+    other = sqlite3.connect(connection.settings_dict["NAME"], isolation_level=None, check_same_thread=False)
+    other.execute("PRAGMA synchronous=FULL")  # a flush between the write and the publication
+    other.execute("CREATE TABLE IF NOT EXISTS waker_probe (x INTEGER)")
+    slow = []
+    try:
+        for i in range(30):
+            waker.arm()
+            writer = threading.Timer(0.02, other.execute, ("INSERT INTO waker_probe VALUES (?)", (i,)))
+            writer.start()
+            started = time.monotonic()
+            waker.wait(3.0)
+            if time.monotonic() - started > 1.5:
+                slow.append(i)
+            writer.join()
+    finally:
+        waker.stop()
+        other.execute("DROP TABLE waker_probe")
+        other.close()
+    assert slow == []
+
+
+def test_sqlite_wal_watch_reports_writes_to_the_wal_only(cairnq_db: Any, dialect: str, tmp_path: Any) -> None:
+    if dialect != "sqlite":
+        pytest.skip("the WAL watch is SQLite's")
+    from cairnq_django.worker.wal_watch import WalWatch
+
+    database = tmp_path / "watched.sqlite3"
+    writer = sqlite3.connect(database, isolation_level=None)
+    writer.execute("PRAGMA journal_mode=WAL")
+    writer.execute("CREATE TABLE t (x INTEGER)")
+    watch = WalWatch.open(str(database))
+    if watch is None:
+        writer.close()
+        pytest.skip("no inotify here")
+    try:
+        watch.drain()
+        (tmp_path / "neighbour.txt").write_text("not the WAL")
+        writer.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # writes the database file, empties the WAL
+        watch.drain()
+        (tmp_path / "neighbour.txt").write_text("still not the WAL")
+        assert watch.drain() is False
+        writer.execute("INSERT INTO t VALUES (1)")
+        assert watch.drain() is True
+        assert watch.drain() is False  # read once
+    finally:
+        watch.close()
+        writer.close()
+
+
+def test_sqlite_watched_wait_ends_on_wake_from_another_thread(cairnq_db: Any, dialect: str) -> None:
+    import threading
+
+    waker = _watched_waker(dialect)
+    try:
+        waker.arm()
+        timer = threading.Timer(0.05, waker.wake)
+        timer.start()
+        started = time.monotonic()
+        waker.wait(10.0)
+        # Far below the 10 s timeout (and below a slice): the pipe ended the select.
+        assert time.monotonic() - started < 2.0
+        timer.join()
+        # A wake-up before the wait (a slot freed during the claim) ends it at once.
+        waker.arm()
+        waker.wake()
+        started = time.monotonic()
+        waker.wait(10.0)
+        assert time.monotonic() - started < 2.0
+    finally:
+        waker.stop()
+    waker.wake()  # after stop: the pipe is gone, and waking is still harmless
+
+
+def test_sqlite_watched_wait_returns_on_stop_request(cairnq_db: Any, dialect: str) -> None:
+    if dialect != "sqlite":
+        pytest.skip("the WAL watch is SQLite's")
+    from cairnq_django.worker.wakeup import CommitWaker
+
+    stop = False
+    waker = CommitWaker(lambda: stop, "default")
+    waker.start()
+    try:
+        waker.arm()
+        import threading
+
+        def request() -> None:
+            nonlocal stop
+            stop = True
+
+        timer = threading.Timer(0.05, request)
+        timer.start()
+        started = time.monotonic()
+        waker.wait(10.0)
+        assert time.monotonic() - started < 2.0  # noticed within a slice, not at the timeout
+        timer.join()
+    finally:
+        waker.stop()
