@@ -296,3 +296,31 @@ def test_sqlite_watched_wait_returns_on_stop_request(cairnq_db: Any, dialect: st
         timer.join()
     finally:
         waker.stop()
+
+
+def test_sqlite_wait_polls_where_the_wal_cannot_be_watched(
+    cairnq_db: Any, dialect: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # No inotify (another platform, or the kernel refused): start() keeps
+    # the polling wait, which still ends on another connection's commit.
+    if dialect != "sqlite":
+        pytest.skip("the WAL watch is SQLite's")
+    from cairnq_django.worker import wal_watch
+    from cairnq_django.worker.wakeup import CommitWaker
+
+    monkeypatch.setattr(wal_watch, "_libc", lambda: None)
+    waker = CommitWaker(lambda: False, "default")
+    waker.start()
+    other = sqlite3.connect(connection.settings_dict["NAME"], isolation_level=None)
+    try:
+        assert waker.watch is None
+        other.execute("CREATE TABLE IF NOT EXISTS waker_probe (x INTEGER)")
+        waker.arm()
+        other.execute("INSERT INTO waker_probe VALUES (1)")
+        started = time.monotonic()
+        waker.wait(10.0)
+        assert time.monotonic() - started < 5.0
+    finally:
+        waker.stop()
+        other.execute("DROP TABLE IF EXISTS waker_probe")
+        other.close()
