@@ -109,7 +109,6 @@ class CommitWaker(Waker):
         # (read end, write end); the lock keeps a late wake() off a closed descriptor.
         self._pipe: tuple[int, int] | None = None
         self._pipe_lock = threading.Lock()
-        self._written = False  # the WAL was written since the last arm()
 
     def _version(self) -> tuple[int, int] | None:
         # Paired with the driver connection's identity: a reopened connection
@@ -164,14 +163,12 @@ class CommitWaker(Waker):
                     pass  # the pipe is full: it is readable already
 
     def arm(self) -> None:
-        super().arm()
-        pipe, watch = self._pipe, self.watch
-        if pipe is not None:
+        # Runs before every claim: the pipe holds a byte only after a wake(),
+        # which sets the event first, so a quiet claim makes no extra read.
+        pipe = self._pipe
+        if pipe is not None and self.event.is_set():
             _empty(pipe[0])
-        # Events from before this point are settled by the counter read
-        # next, except a commit written but not yet published: remember the
-        # write, so the wait looks again shortly instead of sleeping on it.
-        self._written = watch is not None and watch.drain()
+        super().arm()
         self.seen = self._version()
 
     def wait(self, timeout: float, extra: Callable[[], bool] | None = None) -> None:
@@ -180,7 +177,9 @@ class CommitWaker(Waker):
             self._poll(timeout, extra)
             return
         deadline = time.monotonic() + timeout
-        rechecks = iter(_PUBLISH_RECHECKS if self._written else ())
+        # A write already reported (since the last wait, the loop's own claim
+        # included) may be a commit not yet published: look again shortly.
+        rechecks = iter(_PUBLISH_RECHECKS if watch.drain() else ())
         pause = next(rechecks, _SLICE)
         while not self.should_stop():
             left = deadline - time.monotonic()
@@ -188,7 +187,8 @@ class CommitWaker(Waker):
                 return
             ready, _, _ = select.select([watch.fd, pipe[0]], [], [], min(left, pause))
             if pipe[0] in ready:
-                return  # wake(); arm() empties the pipe
+                _empty(pipe[0])  # arm() skips a byte that came as it cleared the event
+                return
             if watch.fd in ready and watch.drain():
                 rechecks = iter(_PUBLISH_RECHECKS)
             # Also on a plain timeout: a commit the watch did not report

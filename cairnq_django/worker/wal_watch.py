@@ -77,9 +77,6 @@ class WalWatch:
             return None
         return cls(fd, os.fsencode(name) + b"-wal")
 
-    def fileno(self) -> int:
-        return self.fd
-
     def drain(self) -> bool:
         """Read every pending event; True if one was about the WAL file.
 
