@@ -157,6 +157,42 @@ def _first_problem(value: Any, root: str, *, deep: bool = False) -> str | None:
     return None
 
 
+class Undecodable:
+    """A stored JSON value Python cannot decode, kept as its raw text.
+
+    Another SDK, raw SQL or an older version can store text that passes the
+    database's checks yet fails here (nesting past the recursion limit, an
+    integer past Python's digit limit, malformed JSON in SQLite). Reads carry
+    this marker instead of raising, so one such row never hides the others;
+    the worker fails the task it marks with a ``bad_payload`` envelope.
+    """
+
+    __slots__ = ("text", "reason")
+
+    def __init__(self, text: str, reason: str) -> None:
+        self.text = text
+        self.reason = reason
+
+    def __repr__(self) -> str:
+        head = self.text[:60] + ("..." if len(self.text) > 60 else "")
+        return f"<Undecodable JSON ({self.reason}): {head!r}>"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Undecodable) and other.text == self.text
+
+    def __hash__(self) -> int:
+        return hash(self.text)
+
+
+def decode_stored(text: str | bytes | None) -> Any:
+    """Decode a stored JSON column like ``decode``, or return an ``Undecodable``."""
+    try:
+        return decode(text)
+    except (ValueError, RecursionError) as exc:
+        raw = text.decode("utf-8", "replace") if isinstance(text, (bytes, bytearray)) else str(text)
+        return Undecodable(raw, f"{type(exc).__name__}: {str(exc)[:200]}")
+
+
 def decode(text: str | bytes | None) -> Any:
     """Decode a JSON column value; SQL NULL stays None."""
     if text is None:
