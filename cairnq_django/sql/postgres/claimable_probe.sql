@@ -13,6 +13,11 @@
 -- worker's task is every worker's job. The clock is a scalar subquery,
 -- evaluated once, so it can bound an index range; a bare volatile
 -- clock_timestamp() would be a per-row filter.
+-- A running row with no lease at all (a foreign writer broke the lease
+-- invariant; nobody can own it) counts as expired too. The partial lease
+-- index leaves such rows out, so that arm reads the running rows through
+-- cairnq_tasks_status_completed_idx (status leads it): as many as are running
+-- now, never the backlog, and only when no real lease has expired.
 SELECT
     EXISTS (
         SELECT 1
@@ -32,4 +37,8 @@ SELECT
         WHERE status = 'running'
           AND lease_until_ms IS NOT NULL
           AND lease_until_ms <= (SELECT (extract(epoch from clock_timestamp()) * 1000)::bigint)
+    ) OR EXISTS (
+        SELECT 1 FROM cairnq_tasks
+        WHERE status = 'running'
+          AND lease_until_ms IS NULL
     ) AS expired

@@ -8,6 +8,10 @@
 -- another worker is recovering, or its owner is settling right now, is skipped
 -- and that transaction's outcome stands; no two recoverers deadlock. The clock is
 -- a scalar subquery so it bounds a range of the partial cairnq_tasks_lease_idx.
+-- A running row with no lease at all (a foreign writer broke the lease
+-- invariant) is recovered the same way: nobody can own it, so without this it
+-- would stay running forever. The lease index leaves such rows out; they are
+-- found among the running rows through cairnq_tasks_status_completed_idx.
 -- synchronous_commit: 'off' lets this claim's commit return before its WAL
 -- record is flushed (CAIRNQ["ASYNC_CLAIM_COMMIT"], worker only), null keeps the
 -- session's setting. set_config(..., true) is SET LOCAL: it lasts until the
@@ -21,12 +25,23 @@ WITH commit_mode AS MATERIALIZED (
         true
     ) AS applied
 ),
-expired AS MATERIALIZED (
+lapsed AS MATERIALIZED (
     SELECT id FROM cairnq_tasks
     WHERE status = 'running'
       AND lease_until_ms IS NOT NULL
       AND lease_until_ms <= (SELECT (extract(epoch from clock_timestamp()) * 1000)::bigint)
     FOR UPDATE SKIP LOCKED
+),
+leaseless AS MATERIALIZED (
+    SELECT id FROM cairnq_tasks
+    WHERE status = 'running'
+      AND lease_until_ms IS NULL
+    FOR UPDATE SKIP LOCKED
+),
+expired AS MATERIALIZED (
+    SELECT id FROM lapsed
+    UNION ALL
+    SELECT id FROM leaseless
 )
 UPDATE cairnq_tasks AS t
 SET status = CASE

@@ -10,6 +10,11 @@
 -- partial cairnq_tasks_lease_idx, whose predicate is repeated literally so
 -- SQLite may use it) and stops at its first row. The lease arm is unfiltered on
 -- purpose: recovering any dead worker's task is every worker's job.
+-- A running row with no lease at all (a foreign writer broke the lease
+-- invariant; nobody can own it) counts as expired too. The partial lease
+-- index leaves such rows out, so that arm reads the running rows through
+-- cairnq_tasks_status_completed_idx (status leads it): as many as are running
+-- now, never the backlog, and only when no real lease has expired.
 SELECT
     EXISTS (
         SELECT 1 FROM cairnq_tasks
@@ -23,4 +28,8 @@ SELECT
         WHERE status = 'running'
           AND lease_until_ms IS NOT NULL
           AND lease_until_ms <= %(now)s
+    ) OR EXISTS (
+        SELECT 1 FROM cairnq_tasks
+        WHERE status = 'running'
+          AND lease_until_ms IS NULL
     ) AS expired
