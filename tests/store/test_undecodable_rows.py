@@ -9,7 +9,6 @@ The bad rows are written with raw SQL, as a foreign writer would.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
@@ -19,55 +18,19 @@ from django.db import DataError, connection
 from cairnq_django import api
 from cairnq_django.payload import Undecodable
 from cairnq_django.store._common import PAYLOAD_BYTES
-
-# Nested deeper than Python's recursion limit allows json to decode, and
-# still within SQLite's JSON depth limit (2000), so json_valid accepts it.
-DEEP = '{"deep":' + "[" * 1800 + "]" * 1800 + "}"
-# Over Python's 4300-digit limit for int(); a valid JSON (and jsonb) number.
-BIG_INT = '{"n":' + "9" * 5000 + "}"
-# JSON5 (unquoted key, trailing comma): what SQLite 3.42-3.44's json_valid
-# accepts, written here around the CHECK as such a SQLite would have let it.
-JSON5 = "{a:1,}"
-# Over the claim's 256 KiB inline limit, so the claim leaves it in the database.
-LARGE_DEEP = '{"pad":"' + "x" * 300_000 + '","deep":' + "[" * 1800 + "]" * 1800 + "}"
-
-KINDS = {"deep": DEEP, "big_int": BIG_INT, "json5": JSON5}
-
+from tests._foreign_rows import (
+    BIG_INT,
+    DEEP,
+    KINDS,
+    LARGE_DEEP,
+    assert_python_refuses_them,
+    leaseless,
+    overwrite,
+    write_bad,
+)
 
 def test_the_texts_are_what_python_refuses() -> None:
-    # The premise of every case below, on this interpreter.
-    for text in (DEEP, BIG_INT, JSON5, LARGE_DEEP):
-        with pytest.raises((ValueError, RecursionError)):
-            json.loads(text)
-
-
-def overwrite(task_id: str, column: str, text: str) -> None:
-    """Write ``text`` into a JSON column of a row as a foreign writer would.
-
-    On SQLite the CHECK (json_valid) is switched off around the write, as a
-    SQLite whose json_valid accepts JSON5 would not have refused it. On
-    PostgreSQL the jsonb column parses the text: malformed JSON is refused.
-    """
-    assert column in ("payload", "metadata", "result", "error")
-    with connection.cursor() as cursor:
-        if connection.vendor == "postgresql":
-            cursor.execute(f"UPDATE cairnq_tasks SET {column} = %s::jsonb WHERE id = %s", [text, task_id])
-            return
-        cursor.execute("PRAGMA ignore_check_constraints = ON")
-        try:
-            cursor.execute(f"UPDATE cairnq_tasks SET {column} = %s WHERE id = %s", [text, task_id])
-        finally:
-            cursor.execute("PRAGMA ignore_check_constraints = OFF")
-
-
-def write_bad(task_id: str, column: str, kind: str) -> bool:
-    """Write bad text of ``kind``; False where the database refuses it (PG: JSON5)."""
-    if kind == "json5" and connection.vendor == "postgresql":
-        with pytest.raises(DataError):
-            overwrite(task_id, column, KINDS[kind])
-        return False
-    overwrite(task_id, column, KINDS[kind])
-    return True
+    assert_python_refuses_them()
 
 
 def _marker(value: Any, text: str) -> Undecodable:
@@ -193,22 +156,13 @@ def test_wait_and_call_outcomes_for_undecodable_results(store: Any) -> None:
 
 # ---- running rows without a lease -------------------------------------------
 
-def _leaseless(task_id: str, *, attempt: int, max_attempts: int = 3) -> None:
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "UPDATE cairnq_tasks SET status = 'running', worker_id = 'foreign', lease_until_ms = NULL,"
-            " attempt = %s, max_attempts = %s WHERE id = %s",
-            [attempt, max_attempts, task_id],
-        )
-
-
 def test_a_running_row_without_a_lease_is_recovered(store: Any) -> None:
     again = api.submit("demo.noop", {"i": 1}).id
     spent = api.submit("demo.noop", {"i": 2}).id
     stopped = api.submit("demo.noop", {"i": 3}).id
-    _leaseless(again, attempt=1)
-    _leaseless(spent, attempt=3)
-    _leaseless(stopped, attempt=1)
+    leaseless(again, attempt=1)
+    leaseless(spent, attempt=3)
+    leaseless(stopped, attempt=1)
     with connection.cursor() as cursor:
         cursor.execute("UPDATE cairnq_tasks SET cancel_requested_at_ms = 1 WHERE id = %s", [stopped])
     probe = store.probe_claim(["nowhere"], None)
@@ -220,6 +174,6 @@ def test_a_running_row_without_a_lease_is_recovered(store: Any) -> None:
     assert rows[stopped].status == "canceled"
     assert not store.probe_claim(["nowhere"], None).expired
     # The claim session recovers it on its own, then claims it.
-    _leaseless(again, attempt=1)
+    leaseless(again, attempt=1)
     [claimed] = store.claim(["default"], "w1", limit=1)
     assert claimed.id == again and claimed.attempt == 2 and claimed.lease_until_ms is not None
