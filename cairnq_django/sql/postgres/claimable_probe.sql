@@ -17,7 +17,10 @@
 -- invariant; nobody can own it) counts as expired too. The partial lease
 -- index leaves such rows out, so that arm reads the running rows through
 -- cairnq_tasks_status_completed_idx (status leads it): as many as are running
--- now, never the backlog, and only when no real lease has expired.
+-- now, never the backlog, and only when no real lease has expired. Its ORDER
+-- BY is the index's order, for the reason the queued arm has one: without it
+-- the planner expects an early match from a sequential scan of the table. It
+-- sits in a subquery because EXISTS drops an ORDER BY ... LIMIT 1 of its own.
 SELECT
     EXISTS (
         SELECT 1
@@ -38,7 +41,11 @@ SELECT
           AND lease_until_ms IS NOT NULL
           AND lease_until_ms <= (SELECT (extract(epoch from clock_timestamp()) * 1000)::bigint)
     ) OR EXISTS (
-        SELECT 1 FROM cairnq_tasks
-        WHERE status = 'running'
-          AND lease_until_ms IS NULL
+        SELECT 1 FROM (
+            SELECT 1 FROM cairnq_tasks
+            WHERE status = 'running'
+              AND lease_until_ms IS NULL
+            ORDER BY completed_at_ms
+            LIMIT 1
+        ) AS leaseless
     ) AS expired
