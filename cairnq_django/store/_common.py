@@ -620,11 +620,19 @@ class SQLStore(Store):
     def has_claimable(self, queues: Sequence[str], names: Sequence[str] | None) -> bool:
         return self.probe_claim(queues, names).any
 
-    def probe_claim(self, queues: Sequence[str], names: Sequence[str] | None) -> ClaimProbe:
-        """Run the read-only probe (3.9 step 1): is work due, has any lease expired?"""
+    def probe_claim(
+        self, queues: Sequence[str], names: Sequence[str] | None, *, leaseless: bool = True
+    ) -> ClaimProbe:
+        """Run the read-only probe (3.9 step 1): is work due, has any lease expired?
+
+        ``leaseless`` also counts a running row with no lease (a foreign
+        writer's) as expired. Finding none reads every running row, so a
+        worker asks it once per lease period rather than on every probe.
+        """
         params = {
             "queues": self._list(_unique(queues)),
             "names": None if names is None else self._list(_unique(names)),
+            "leaseless": self._bool(leaseless),
         }
         row = self._rows("claimable_probe", params)[0]
         return ClaimProbe(due=bool(row["due"]), expired=bool(row["expired"]))

@@ -504,7 +504,9 @@ class Worker(ContextHooks):
         # that themselves), and has a lease expired (asked at least once per
         # poll interval, as often as an idle worker asks it).
         if not (self._last_full or self._hinted) or now - self._probed_at >= self._poll_s:
-            probe = self._sql_store.probe_claim(self.options.queues, self.names)
+            probe = self._sql_store.probe_claim(
+                self.options.queues, self.names, leaseless=self._leaseless_due(now)
+            )
             self._probed_at = now
             if not probe.any:
                 self._last_full = False
@@ -533,6 +535,21 @@ class Worker(ContextHooks):
         self._last_full = False
         self._was_idle = True
         return []
+
+    # When this worker last asked the probe about running rows with no lease.
+    _leaseless_at = -1e9
+
+    def _leaseless_due(self, now: float) -> bool:
+        """Whether this probe should look for running rows with no lease (once per lease period).
+
+        A foreign writer's row like that is treated as an expired lease; the
+        check reads every running row, so it runs as often as an ordinary
+        lease can expire, not on every probe.
+        """
+        if now - self._leaseless_at < self.options.lease_ms / 1000:
+            return False
+        self._leaseless_at = now
+        return True
 
     @property
     def _sql_store(self) -> SQLStore:

@@ -167,6 +167,8 @@ def test_a_running_row_without_a_lease_is_recovered(store: Any) -> None:
         cursor.execute("UPDATE cairnq_tasks SET cancel_requested_at_ms = 1 WHERE id = %s", [stopped])
     probe = store.probe_claim(["nowhere"], None)
     assert probe.expired and not probe.due
+    # A worker asks about such rows once per lease period only.
+    assert not store.probe_claim(["nowhere"], None, leaseless=False).expired
     assert store.recover_leases() == 3
     rows = {task.id: task for task in api.list_tasks()}
     assert (rows[again].status, rows[again].worker_id, rows[again].lease_until_ms) == ("queued", None, None)
