@@ -22,8 +22,8 @@ from django.db import connections, transaction
 from . import _wait, backpressure, signals
 from ._wait import TaskRef
 from .conf import get_config
-from .exceptions import PayloadTooLarge, TaskCanceled, TaskFailed
-from .payload import encode_object
+from .exceptions import PayloadTooLarge, SerializationError, TaskCanceled, TaskFailed
+from .payload import Undecodable, encode_object
 
 if TYPE_CHECKING:
     from .models import Task
@@ -512,11 +512,30 @@ def wait_by_key(
 
 
 def outcome(task: Task) -> Any:
-    """Return a terminal task's result, or raise ``TaskFailed`` / ``TaskCanceled``."""
+    """Return a terminal task's result, or raise ``TaskFailed`` / ``TaskCanceled``.
+
+    A stored result Python cannot decode (another writer's row) raises
+    ``SerializationError``; an undecodable error envelope is reported as a
+    ``TaskFailed`` with code ``bad_payload``. Either way the raw text stays
+    readable on ``task.result`` / ``task.error`` (a ``payload.Undecodable``).
+    """
     if task.status == "succeeded":
+        if isinstance(task.result, Undecodable):
+            raise SerializationError(
+                f"task {task.id} succeeded but its stored result cannot be decoded: {task.result.reason}"
+            )
         return task.result
     if task.status == "failed":
-        raise TaskFailed(task.id, task.error)
+        error = task.error
+        if isinstance(error, Undecodable):
+            error = {
+                "type": "BadPayload",
+                "code": "bad_payload",
+                "message": f"the stored error envelope cannot be decoded: {error.reason}",
+                "retryable": False,
+                "details": {},
+            }
+        raise TaskFailed(task.id, error)
     raise TaskCanceled(task.id)
 
 

@@ -71,10 +71,14 @@ INSERT_CHUNK = 500
 
 
 def decode_row(row: dict[str, Any]) -> dict[str, Any]:
-    """Decode the JSON columns of a raw row in place and return it."""
+    """Decode the JSON columns of a raw row in place and return it.
+
+    A column Python cannot decode (see ``payload.Undecodable``) holds the
+    marker instead of raising, so one foreign row never hides the others.
+    """
     for column in JSON_COLUMNS:
         if column in row:
-            row[column] = _payload.decode(row[column])
+            row[column] = _payload.decode_stored(row[column])
     return row
 
 
@@ -84,8 +88,11 @@ def decode_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     A 256-row claim holds 512 small JSON texts (payload, metadata); parsing
     them as one array costs a fraction of 512 ``json.loads`` calls. Every text
     is a whole JSON value the database validated, so the joined array is valid
-    exactly when each part is; if not, the rows are decoded one by one, which
-    raises for the bad one.
+    exactly when each part is. When it is not (a text Python refuses: nesting
+    past the recursion limit, an integer past the digit limit, malformed JSON
+    written around SQLite's CHECK), or it holds another number of values than
+    texts (malformed parts that joined into a valid array), the rows are
+    decoded one by one and each undecodable column gets its marker.
     """
     texts: list[str] = []
     slots: list[tuple[dict[str, Any], str]] = []
@@ -96,14 +103,16 @@ def decode_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 texts.append(value)
                 slots.append((row, column))
             elif value is not None and column in row:
-                row[column] = _payload.decode(value)
+                row[column] = _payload.decode_stored(value)
     if not texts:
         return rows
     try:
         values = json.loads("[" + ",".join(texts) + "]")
-    except ValueError:
-        for row in rows:
-            decode_row(row)
+    except (ValueError, RecursionError):
+        values = None
+    if values is None or len(values) != len(texts):
+        for row, column in slots:
+            row[column] = _payload.decode_stored(row[column])
         return rows
     for (row, column), value in zip(slots, values):
         row[column] = value
@@ -611,11 +620,19 @@ class SQLStore(Store):
     def has_claimable(self, queues: Sequence[str], names: Sequence[str] | None) -> bool:
         return self.probe_claim(queues, names).any
 
-    def probe_claim(self, queues: Sequence[str], names: Sequence[str] | None) -> ClaimProbe:
-        """Run the read-only probe (3.9 step 1): is work due, has any lease expired?"""
+    def probe_claim(
+        self, queues: Sequence[str], names: Sequence[str] | None, *, leaseless: bool = True
+    ) -> ClaimProbe:
+        """Run the read-only probe (3.9 step 1): is work due, has any lease expired?
+
+        ``leaseless`` also counts a running row with no lease (a foreign
+        writer's) as expired. Finding none reads every running row, so a
+        worker asks it once per lease period rather than on every probe.
+        """
         params = {
             "queues": self._list(_unique(queues)),
             "names": None if names is None else self._list(_unique(names)),
+            "leaseless": self._bool(leaseless),
         }
         row = self._rows("claimable_probe", params)[0]
         return ClaimProbe(due=bool(row["due"]), expired=bool(row["expired"]))
@@ -662,6 +679,8 @@ class SQLStore(Store):
     def get_payload(self, task_id: str) -> Any:
         """Read and decode one task's payload (one a claim left in the database).
 
+        A payload Python cannot decode comes back as a ``payload.Undecodable``.
+
         The text is read first and the driver's copies are gone before it is
         decoded, so a large payload is in memory twice at most (text and
         object). ``LostLease`` if the row is gone.
@@ -669,7 +688,8 @@ class SQLStore(Store):
         text = self._payload_text(task_id)
         if text is None:
             raise LostLease(task_id)
-        return _payload.decode(text)
+        # Undecodable text comes back as its marker, for the worker to fail alone.
+        return _payload.decode_stored(text)
 
     def _payload_text(self, task_id: str) -> str | None:
         """Return a task's payload as JSON text, None if the row is gone.

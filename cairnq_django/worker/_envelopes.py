@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..exceptions import TaskError
+from ..payload import Undecodable
 
 # Exception text can be arbitrarily large (a 10 MB message, a repr of a huge
 # object); the envelope is stored in the row and shown in the admin, so cap it.
@@ -94,3 +95,29 @@ def unserializable_envelope(detail: str) -> dict[str, Any]:
         message=f"handler result is not JSON-serializable: {detail}",
         retryable=False,
     )
+
+
+# The columns a handler reads; an undecodable one means the task cannot run.
+_INPUT_COLUMNS = ("payload", "metadata")
+
+
+def undecodable_envelope(task: Any) -> dict[str, Any] | None:
+    """Return the ``bad_payload`` envelope for a task whose input Python cannot decode, else None.
+
+    The store reads such a column as a ``payload.Undecodable`` (another SDK,
+    raw SQL or an older version wrote it). Running the handler is pointless
+    and a retry would meet the same text, so the task fails permanently, alone.
+    Only loaded columns are looked at: a payload the claim left in the
+    database is checked once it is fetched.
+    """
+    fields = task.__dict__
+    for column in _INPUT_COLUMNS:
+        value = fields.get(column)
+        if isinstance(value, Undecodable):
+            return envelope(
+                type="BadPayload",
+                code="bad_payload",
+                message=f"stored {column} cannot be decoded ({value.reason}); the handler was not called",
+                retryable=False,
+            )
+    return None

@@ -29,7 +29,12 @@ from ..exceptions import LostLease, SerializationError, TaskError
 from ..payload import encode
 from ..store.base import Failure
 from . import _db
-from ._envelopes import exception_envelope, timeout_envelope, unserializable_envelope
+from ._envelopes import (
+    exception_envelope,
+    timeout_envelope,
+    undecodable_envelope,
+    unserializable_envelope,
+)
 from .backoff import retry_delay_ms
 from .settler import Settlement
 
@@ -65,6 +70,10 @@ def _object_payload(ctx: TaskContext) -> Any:
 def _load_payloads(ctxs: list[TaskContext]) -> None:
     for ctx in ctxs:
         ctx._load_payload()
+
+
+def _deferred(ctxs: list[TaskContext]) -> bool:
+    return any(ctx._payload_deferred for ctx in ctxs)
 
 
 class Call:
@@ -264,12 +273,20 @@ class Executor:
         assert definition is not None
         _db.handler_thread_reset()
         try:
-            if definition.batch is not None:
-                value = definition.func(call.ctxs)
+            ctxs = call.ctxs
+            if _deferred(ctxs):
+                # Large payloads left in the database by the claim: fetched
+                # here, on the handler's thread, before the handler runs.
+                _load_payloads(ctxs)
+                ctxs = self._admit(call)
+            if not ctxs:
+                value = None
+            elif definition.batch is not None:
+                value = definition.func(ctxs)
             elif definition.takes_payload:
-                value = definition.func(call.ctxs[0], _object_payload(call.ctxs[0]))
+                value = definition.func(ctxs[0], _object_payload(ctxs[0]))
             else:
-                value = definition.func(call.ctxs[0])
+                value = definition.func(ctxs[0])
             raised: BaseException | None = None
         except BaseException as exc:  # noqa: BLE001 - SystemExit from a handler thread is that task's failure
             value, raised = None, exc
@@ -281,18 +298,22 @@ class Executor:
         definition = call.definition
         assert definition is not None
         try:
-            if any(ctx._payload_deferred for ctx in call.ctxs):
+            ctxs = call.ctxs
+            if _deferred(ctxs):
                 # Large payloads left in the database by the claim: fetch them
                 # off the event loop (Django refuses queries on it).
                 await asyncio.get_running_loop().run_in_executor(
-                    self.db_executor, _load_payloads, call.ctxs
+                    self.db_executor, _load_payloads, ctxs
                 )
-            if definition.batch is not None:
-                value = await definition.func(call.ctxs)
+                ctxs = self._admit(call)
+            if not ctxs:
+                value = None
+            elif definition.batch is not None:
+                value = await definition.func(ctxs)
             elif definition.takes_payload:
-                value = await definition.func(call.ctxs[0], _object_payload(call.ctxs[0]))
+                value = await definition.func(ctxs[0], _object_payload(ctxs[0]))
             else:
-                value = await definition.func(call.ctxs[0])
+                value = await definition.func(ctxs[0])
             raised: BaseException | None = None
         except asyncio.CancelledError as exc:
             if call.state != RUNNING:
@@ -301,6 +322,26 @@ class Executor:
         except BaseException as exc:  # noqa: BLE001
             value, raised = None, exc
         self._finish(call, value, raised)
+
+    def _admit(self, call: Call) -> list[TaskContext]:
+        """Return the call's tasks the handler may run, once deferred payloads are fetched.
+
+        The claim loop already failed rows whose columns came back undecodable;
+        a payload fetched just now (one the claim left in the database) is
+        checked here. Each such task fails alone with ``bad_payload``; the
+        others of a batch run.
+        """
+        bad = []
+        for ctx in call.ctxs:
+            failure = undecodable_envelope(ctx.task)
+            if failure is not None and not ctx._lost and ctx._begin_settle():
+                logger.warning("task=%s name=%s not run: %s", ctx.task_id, ctx.name, failure["message"])
+                bad.append(self._failure(call, ctx, failure, False))
+        if not bad:
+            return call.ctxs
+        self.settle(bad)
+        failed = {id(item.ctx) for item in bad}
+        return [ctx for ctx in call.ctxs if id(ctx) not in failed]
 
     # ---- outcomes ---------------------------------------------------------------------
     def _finish(self, call: Call, value: Any, raised: BaseException | None) -> None:

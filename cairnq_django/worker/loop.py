@@ -27,7 +27,7 @@ from ..ids import worker_id as new_worker_id
 from ..models import Task
 from ..registry import TaskDefinition, get_task, registered
 from . import _db
-from ._envelopes import no_handler_envelope
+from ._envelopes import no_handler_envelope, undecodable_envelope
 from .executor import Call, Executor
 from .lease import Heartbeat, beat_interval_ms
 from .limits import Budgets, Source, build_sources
@@ -504,7 +504,9 @@ class Worker(ContextHooks):
         # that themselves), and has a lease expired (asked at least once per
         # poll interval, as often as an idle worker asks it).
         if not (self._last_full or self._hinted) or now - self._probed_at >= self._poll_s:
-            probe = self._sql_store.probe_claim(self.options.queues, self.names)
+            probe = self._sql_store.probe_claim(
+                self.options.queues, self.names, leaseless=self._leaseless_due(now)
+            )
             self._probed_at = now
             if not probe.any:
                 self._last_full = False
@@ -533,6 +535,21 @@ class Worker(ContextHooks):
         self._last_full = False
         self._was_idle = True
         return []
+
+    # When this worker last asked the probe about running rows with no lease.
+    _leaseless_at = -1e9
+
+    def _leaseless_due(self, now: float) -> bool:
+        """Whether this probe should look for running rows with no lease (once per lease period).
+
+        A foreign writer's row like that is treated as an expired lease; the
+        check reads every running row, so it runs as often as an ordinary
+        lease can expire, not on every probe.
+        """
+        if now - self._leaseless_at < self.options.lease_ms / 1000:
+            return False
+        self._leaseless_at = now
+        return True
 
     @property
     def _sql_store(self) -> SQLStore:
@@ -651,7 +668,9 @@ class Worker(ContextHooks):
         for source, calls in drawn:
             for definition, rows in calls:
                 self.claimed += len(rows)
-                ctxs = [self._context(row) for row in rows]
+                ctxs = self._fail_undecodable([self._context(row) for row in rows], source)
+                if not ctxs:
+                    continue
                 # A payload the claim left in the database is charged the size
                 # the claim reported; it is fetched only when the handler runs.
                 nbytes = sum(ctx._payload_bytes() for ctx in ctxs) if measure else 0
@@ -707,6 +726,34 @@ class Worker(ContextHooks):
                             worker_id=self.worker_id,
                         )
                 self.executor.submit(call)
+
+    def _fail_undecodable(self, ctxs: list[TaskContext], source: Source) -> list[TaskContext]:
+        """Fail the tasks whose payload or metadata cannot be decoded; return the others.
+
+        Such a row (written by another SDK or raw SQL) never reaches a handler
+        and takes no slot: it is settled as ``bad_payload`` through the
+        settler's owner-checked writes, and the rest of its draw runs as usual.
+        """
+        bad = [(ctx, failure) for ctx in ctxs if (failure := undecodable_envelope(ctx.task)) is not None]
+        if not bad:
+            return ctxs
+        from ..store.base import Failure
+
+        call = Call(None, source, [ctx for ctx, _ in bad], 0)
+        call.started = call.ended = time.monotonic()
+        settlements = []
+        with self._inflight_lock:
+            for ctx, _ in bad:
+                self.inflight[ctx.task_id] = (ctx, call)
+        for ctx, failure in bad:
+            logger.warning("task=%s name=%s not run: %s", ctx.task_id, ctx.name, failure["message"])
+            ctx._begin_settle()
+            settlements.append(
+                Settlement(ctx, call, failure=Failure(ctx.task_id, failure, retryable=False, delay_ms=0))
+            )
+        self.settler.put(settlements)
+        failed = {id(ctx) for ctx, _ in bad}
+        return [ctx for ctx in ctxs if id(ctx) not in failed]
 
     def _no_handler(self, ctx: TaskContext) -> Any:
         from ..store.base import Failure

@@ -1,7 +1,7 @@
 -- Read-only probe before a claim session (protocol 3.9 step 1): is any task
 -- claimable now for these queues and names, or has any lease expired anywhere?
 -- params: queues (JSON array text), names (JSON array text or null = any name),
---         now (process ms)
+--         leaseless (0/1), now (process ms)
 -- The two questions come back as two columns (due, expired): the session runs
 -- recover_leases only when a lease has expired, since it would change nothing
 -- otherwise. Run outside any transaction so idle workers never queue on the
@@ -10,6 +10,13 @@
 -- partial cairnq_tasks_lease_idx, whose predicate is repeated literally so
 -- SQLite may use it) and stops at its first row. The lease arm is unfiltered on
 -- purpose: recovering any dead worker's task is every worker's job.
+-- A running row with no lease at all (a foreign writer broke the lease
+-- invariant; nobody can own it) counts as expired too. The partial lease
+-- index leaves such rows out, so that arm reads the running rows through
+-- cairnq_tasks_status_completed_idx (status leads it): as many as are running
+-- now, never the backlog, and only when no real lease has expired and the
+-- caller asks (leaseless: a worker asks once per lease period, the time an
+-- ordinary lease takes to expire, not on every probe).
 SELECT
     EXISTS (
         SELECT 1 FROM cairnq_tasks
@@ -23,4 +30,8 @@ SELECT
         WHERE status = 'running'
           AND lease_until_ms IS NOT NULL
           AND lease_until_ms <= %(now)s
-    ) AS expired
+    ) OR (%(leaseless)s AND EXISTS (
+        SELECT 1 FROM cairnq_tasks
+        WHERE status = 'running'
+          AND lease_until_ms IS NULL
+    )) AS expired

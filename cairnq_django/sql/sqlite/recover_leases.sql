@@ -6,6 +6,10 @@
 -- The WHERE repeats the partial index predicate of cairnq_tasks_lease_idx
 -- (status = 'running' AND lease_until_ms IS NOT NULL) literally: SQLite only uses
 -- a partial index when the query carries each of its terms.
+-- A running row with no lease at all (a foreign writer broke the lease
+-- invariant) is recovered the same way: nobody can own it, so without this it
+-- would stay running forever. The lease index leaves such rows out; they are
+-- found among the running rows through cairnq_tasks_status_completed_idx.
 UPDATE cairnq_tasks
 SET status = CASE
         WHEN cancel_requested_at_ms IS NOT NULL THEN 'canceled'
@@ -31,7 +35,14 @@ SET status = CASE
         WHEN cancel_requested_at_ms IS NULL AND attempt < max_attempts THEN NULL
         ELSE message END,
     updated_at_ms = %(now)s
-WHERE status = 'running'
-  AND lease_until_ms IS NOT NULL
-  AND lease_until_ms <= %(now)s
+WHERE id IN (
+    SELECT id FROM cairnq_tasks
+    WHERE status = 'running'
+      AND lease_until_ms IS NOT NULL
+      AND lease_until_ms <= %(now)s
+    UNION ALL
+    SELECT id FROM cairnq_tasks
+    WHERE status = 'running'
+      AND lease_until_ms IS NULL
+)
 RETURNING id, status
