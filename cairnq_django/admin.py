@@ -459,7 +459,7 @@ class TaskAdmin(admin.ModelAdmin):
         return admin_views.retry_one(self, request, object_id)
 
     def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> HttpResponse:
-        request.GET = _without_nul(request.GET)
+        request.GET = _without_nul(request.GET)  # type: ignore[assignment]  # immutable, as Django makes it
         context = {"cairnq_dashboard_url": reverse(f"{self.admin_site.name}:cairnq_task_dashboard")}
         return super().changelist_view(request, {**context, **(extra_context or {})})
 
