@@ -278,11 +278,16 @@ def test_undecodable_json_is_shown_marked_and_can_be_canceled(
     assert neighbour in html["list"] and task in html["list"]
     if column == "payload":
         preview = cell(html["list"], task, "payload_preview")
-        # A payload short enough to preview whole says it is undecodable;
-        # a longer one shows its first characters, as any large payload does.
-        if len(text) <= 2048:
-            assert "undecodable JSON:" in preview
-        assert text[:20].replace('"', "&quot;") in preview
+        if "(large payload:" in preview:
+            # PostgreSQL previews only payloads stored in 2,048 bytes or
+            # fewer, and jsonb keeps these in more than that.
+            assert dialect == "postgres"
+        else:
+            # A payload short enough to preview whole says it is undecodable;
+            # a longer one shows its first characters, as any large payload does.
+            if len(text) <= 2048:
+                assert "undecodable JSON:" in preview
+            assert text[:20].replace('"', "&quot;") in preview
     detail = html["detail"]
     assert "Undecodable JSON (" in detail
     raw = re.search(r'<pre class="cairnq-json cairnq-json--raw">(.*?)</pre>', detail, re.S)
