@@ -272,10 +272,15 @@ def test_undecodable_json_is_shown_marked_and_can_be_canceled(
     neighbour = make_task(store).id
 
     row = Task.objects.get(pk=task)
-    assert isinstance(getattr(row, column), Undecodable) and getattr(row, column).text == text
-
     html = pages(root, task)
     assert neighbour in html["list"] and task in html["list"]
+    if kind == "short_deep" and not isinstance(getattr(row, column), Undecodable):
+        # Python 3.11 stops at 1,000 levels; 3.12 bounds the C stack instead
+        # and decodes these 1,020. Either way the pages answer (above) and
+        # agree with the model: nothing is marked.
+        assert "ndecodable JSON" not in html["detail"] + html["list"]
+        return
+    assert isinstance(getattr(row, column), Undecodable) and getattr(row, column).text == text
     if column == "payload":
         preview = cell(html["list"], task, "payload_preview")
         if "(large payload:" in preview:
