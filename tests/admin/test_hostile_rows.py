@@ -140,7 +140,11 @@ def odd_progress_values() -> list[tuple[Any, str]]:
     if is_postgres():
         return [(float("nan"), "progress nan"), (float("inf"), "progress inf"), (float("-inf"), "progress -inf")]
     # SQLite has no NaN (it stores NULL), but it keeps infinities and text.
-    return [(float("inf"), "progress inf"), (float("-inf"), "progress -inf"), ("abc", "progress not a number: &#x27;abc&#x27;")]
+    return [
+        (float("inf"), "progress inf"),
+        (float("-inf"), "progress -inf"),
+        ("abc", "progress not a number: &#x27;abc&#x27;"),
+    ]
 
 
 def test_nan_infinite_and_text_progress_are_shown_readably(store: Any, root: Client) -> None:
