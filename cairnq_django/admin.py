@@ -19,9 +19,8 @@ from django.core.paginator import Paginator
 from django.db import connections
 from django.db.models import Case, F, Func, IntegerField, Q, QuerySet, TextField, Value, When
 from django.db.models.functions import Cast, Substr
-from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, QueryDict
 from django.urls import URLPattern, path, reverse
-from django.utils import timezone
 from django.utils.functional import cached_property
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
@@ -30,8 +29,19 @@ from django.utils.translation import gettext_lazy as _
 
 from . import admin_views
 from .admin_preview import fill_payload_heads, reads_blobs
+from .admin_values import (
+    EMPTY,
+    number_text,
+    odd_progress,
+    pretty_json,
+    progress_fraction,
+    storable_text,
+    time_text,
+    time_value,
+)
 from .conf import get_config
-from .models import LIVE_STATUSES, QueueDashboard, Task, TaskKey, TaskStatus, ms_to_datetime
+from .models import LIVE_STATUSES, QueueDashboard, Task, TaskKey, TaskStatus
+from .payload import Undecodable, decode_stored
 from .registry import get_task, registered
 from .store.sql import statement
 
@@ -119,6 +129,29 @@ def has_no_handler(task: Task) -> bool:
     return task.status in LIVE_STATUSES and get_task(task.name) is None
 
 
+def error_summary(error: Any) -> dict[str, Any]:
+    """The error envelope's type, code and message, and its stored traceback, for the page's top.
+
+    Only the fields the protocol defines, and only when they are what it says
+    they are: an envelope another writer shaped differently shows in full in
+    the Data section instead. The traceback is cut like the JSON documents.
+    """
+    if not isinstance(error, dict):
+        return {}
+    summary = {
+        key: Truncator(value).chars(DETAIL_CHARS)
+        for key, value in ((k, error.get(k)) for k in ("type", "code", "message"))
+        if isinstance(value, str) and value
+    }
+    context: dict[str, Any] = {"cairnq_error": summary} if summary else {}
+    details = error.get("details")
+    traceback = details.get("traceback") if isinstance(details, dict) else None
+    if isinstance(traceback, str) and traceback:
+        context["cairnq_traceback"] = traceback[:DETAIL_CHARS]
+        context["cairnq_traceback_cut"] = len(traceback) > DETAIL_CHARS
+    return context
+
+
 class HandlerFilter(admin.SimpleListFilter):
     """Split tasks by whether this deployment registers a handler for their name.
 
@@ -164,15 +197,21 @@ class ExactTextFilter(admin.SimpleListFilter):
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[Task]) -> QuerySet[Task]:
         value = (self.value() or "").strip()
-        if value:
-            return queryset.filter(**{self.field: value})
-        return queryset
+        if not value:
+            return queryset
+        if not storable_text(value):
+            return queryset.none()
+        return queryset.filter(**{self.field: value})
 
     def choices(self, changelist: ChangeList) -> Iterator[Any]:
         # The box submits a GET form, so every other current parameter rides
         # along as a hidden input (but not the page number: a new filter starts at page 1).
         parameter = str(self.parameter_name)
-        self.hidden_params = [(key, value) for key, value in changelist.params.items() if key != parameter]
+        self.hidden_params = [
+            (key, value)
+            for key, value in changelist.params.items()
+            if key != parameter and isinstance(value, str) and storable_text(key + value)
+        ]
         self.current = self.value() or ""
         yield {
             "selected": self.value() is None,
@@ -200,19 +239,6 @@ class NameFilter(ExactTextFilter):
     title = _("name")
     parameter_name = "name"
     field = "name"
-
-
-def _pretty_json(value: Any, limit: int) -> SafeString | str:
-    if value is None:
-        return "—"
-    text = json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
-    if len(text) > limit:
-        return format_html(
-            '<pre class="cairnq-json">{}</pre><p class="help">{}</p>',
-            text[:limit],
-            _("Cut at %(limit)d characters of %(total)d.") % {"limit": limit, "total": len(text)},
-        )
-    return format_html('<pre class="cairnq-json">{}</pre>', text)
 
 
 def _with_payload_head(queryset: QuerySet[Task]) -> QuerySet[Task]:
@@ -256,24 +282,43 @@ class PreviewChangeList(ChangeList):
 def _preview_from_head(head: str | None, stored_bytes: int | None) -> str:
     if head is None and stored_bytes is None:
         # SQLite: the row went away between the page query and the blob read.
-        return "—"
+        return EMPTY
     if head is None:
         return str(_("(large payload: %(size)s bytes stored)") % {"size": stored_bytes})
     if len(head) <= PREVIEW_SOURCE_CHARS:
-        try:
-            return json.dumps(json.loads(head), ensure_ascii=False, sort_keys=True)
-        except ValueError:
-            pass
+        # The whole payload: normalise it, or say Python cannot decode it.
+        return _compact_json(decode_stored(head))
     return head
+
+
+def _compact_json(value: Any) -> str:
+    if isinstance(value, Undecodable):
+        return f"{_('undecodable JSON:')} {value.text}"
+    try:
+        return json.dumps(value, ensure_ascii=False, sort_keys=True)
+    except RecursionError:
+        return str(_("(nested too deeply to show here)"))
+
+
+def _without_nul(query: QueryDict) -> QueryDict:
+    """Return the query with each NUL replaced by U+FFFD, as a browser's HTML parser would.
+
+    The changelist echoes its parameters into links and hidden inputs, and
+    PostgreSQL refuses NUL in a query; the replaced text is ordinary and
+    matches no row unless one holds it.
+    """
+    if not any("\x00" in key or any("\x00" in value for value in values) for key, values in query.lists()):
+        return query
+    clean = QueryDict(mutable=True)
+    for key, values in query.lists():
+        clean.setlist(key.replace("\x00", "\ufffd"), [value.replace("\x00", "\ufffd") for value in values])
+    clean._mutable = False
+    return clean
 
 
 def _has_perm(request: HttpRequest, perm: str) -> bool:
     user: Any = request.user
     return bool(user.has_perm(perm))
-
-
-def _local(value: Any) -> Any:
-    return timezone.localtime(value) if value is not None else None
 
 
 @admin.register(Task)
@@ -287,7 +332,7 @@ class TaskAdmin(admin.ModelAdmin):
         "status_badge",
         "attempts",
         "progress_bar",
-        "priority",
+        "priority_display",
         "worker_id",
         "run_at_display",
         "created_display",
@@ -315,7 +360,7 @@ class TaskAdmin(admin.ModelAdmin):
         "queue",
         "status_badge",
         "attempts",
-        "priority",
+        "priority_display",
         "progress_bar",
         "task_key",
         "parent_link",
@@ -330,7 +375,7 @@ class TaskAdmin(admin.ModelAdmin):
         "metadata_pretty",
     )
     fieldsets = (
-        (None, {"fields": ("id", "name", "queue", "status_badge", "attempts", "priority", "progress_bar")}),
+        (None, {"fields": ("id", "name", "queue", "status_badge", "attempts", "priority_display", "progress_bar")}),
         (_("Lineage"), {"fields": ("task_key", "parent_link", "root_link", "correlation_id")}),
         (_("Lease"), {"fields": ("worker_id", "lease_display")}),
         (_("Timeline"), {"fields": ("timeline",)}),
@@ -367,6 +412,13 @@ class TaskAdmin(admin.ModelAdmin):
             queryset = _with_payload_head(queryset)
         return queryset
 
+    def get_object(self, request: HttpRequest, object_id: str, from_field: str | None = None) -> Task | None:
+        # An id no row can hold is "no such task" (the admin redirects with a
+        # message), where PostgreSQL would refuse the query with an error.
+        if not storable_text(object_id):
+            return None
+        return super().get_object(request, object_id, from_field)
+
     def get_search_results(
         self, request: HttpRequest, queryset: QuerySet[Task], search_term: str
     ) -> tuple[QuerySet[Task], bool]:
@@ -379,6 +431,8 @@ class TaskAdmin(admin.ModelAdmin):
         term = search_term.strip()
         if not term:
             return queryset, False
+        if not storable_text(term):
+            return queryset.none(), False
         ids = [term]
         keyed = TaskKey.objects.using(_alias()).filter(key=term).values_list("task_id", flat=True).first()
         if keyed is not None:
@@ -405,6 +459,7 @@ class TaskAdmin(admin.ModelAdmin):
         return admin_views.retry_one(self, request, object_id)
 
     def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> HttpResponse:
+        request.GET = _without_nul(request.GET)  # type: ignore[assignment]  # immutable, as Django makes it
         context = {"cairnq_dashboard_url": reverse(f"{self.admin_site.name}:cairnq_task_dashboard")}
         return super().changelist_view(request, {**context, **(extra_context or {})})
 
@@ -433,6 +488,8 @@ class TaskAdmin(admin.ModelAdmin):
         # The row is already loaded here; flag it without another query.
         if obj is not None and has_no_handler(obj):
             context["cairnq_no_handler"] = obj.name
+        if obj is not None:
+            context.update(error_summary(obj.error))
         return super().render_change_form(request, context, add, change, form_url, obj)
 
     # ---- actions -------------------------------------------------------
@@ -468,17 +525,25 @@ class TaskAdmin(admin.ModelAdmin):
         return badge
 
     @admin.display(description=_("attempt"))
-    def attempts(self, obj: Task) -> str:
-        return f"{obj.attempt} / {obj.max_attempts}"
+    def attempts(self, obj: Task) -> SafeString:
+        return format_html("{} / {}", number_text(obj.attempt), number_text(obj.max_attempts))
+
+    @admin.display(description=_("priority"), ordering="priority")
+    def priority_display(self, obj: Task) -> SafeString | str:
+        return number_text(obj.priority)
 
     @admin.display(description=_("progress"))
     def progress_bar(self, obj: Task) -> SafeString | str:
         if obj.progress is None and not obj.message:
-            return "—"
+            return EMPTY
         message = Truncator(obj.message or "").chars(PREVIEW_CHARS)
         if obj.progress is None:
             return format_html('<span class="cairnq-progress-message">{}</span>', message)
-        fraction = min(max(float(obj.progress), 0.0), 1.0)
+        fraction = progress_fraction(obj.progress)
+        if fraction is None:
+            return format_html(
+                '{} <span class="cairnq-progress-message">{}</span>', odd_progress(obj.progress), message
+            )
         return format_html(
             '<span class="cairnq-progress"><progress max="1" value="{}">{}%</progress> {}%'
             ' <span class="cairnq-progress-message">{}</span></span>',
@@ -490,23 +555,23 @@ class TaskAdmin(admin.ModelAdmin):
 
     @admin.display(description=_("run at"), ordering="run_at_ms")
     def run_at_display(self, obj: Task) -> Any:
-        return _local(obj.run_at)
+        return time_value(obj.run_at_ms)
 
     # Sorting this column sorts by id: the same order, served by an index.
     @admin.display(description=_("created"), ordering="id")
     def created_display(self, obj: Task) -> Any:
-        return _local(obj.created_at)
+        return time_value(obj.created_at_ms)
 
     @admin.display(description=_("completed"), ordering="completed_at_ms")
     def completed_display(self, obj: Task) -> Any:
-        return _local(obj.completed_at)
+        return time_value(obj.completed_at_ms)
 
     @admin.display(description=_("payload"))
     def payload_preview(self, obj: Task) -> SafeString:
         if hasattr(obj, "payload_head"):
             text = _preview_from_head(obj.payload_head, getattr(obj, "payload_bytes", None))
         else:
-            text = json.dumps(obj.payload, ensure_ascii=False, sort_keys=True)
+            text = _compact_json(obj.payload)
         return format_html('<code class="cairnq-preview">{}</code>', Truncator(text).chars(PREVIEW_CHARS))
 
     # ---- detail page ---------------------------------------------------
@@ -535,45 +600,39 @@ class TaskAdmin(admin.ModelAdmin):
 
     @admin.display(description=_("lease until"))
     def lease_display(self, obj: Task) -> SafeString | str:
-        if obj.lease_until is None:
-            return "—"
-        return format_html("{}", _format_dt(obj.lease_until))
+        return time_text(obj.lease_until_ms)
 
     @admin.display(description=_("timeline"))
     def timeline(self, obj: Task) -> SafeString:
         steps = [
-            (_("created"), obj.created_at),
-            (_("due"), obj.run_at),
-            (_("cancel requested"), ms_to_datetime(obj.cancel_requested_at_ms)),
-            (_("completed"), obj.completed_at),
-            (_("updated"), ms_to_datetime(obj.updated_at_ms)),
+            (_("created"), obj.created_at_ms),
+            (_("due"), obj.run_at_ms),
+            (_("cancel requested"), obj.cancel_requested_at_ms),
+            (_("completed"), obj.completed_at_ms),
+            (_("updated"), obj.updated_at_ms),
         ]
         rows = format_html_join(
-            "", "<tr><th>{}</th><td>{}</td></tr>", ((label, _format_dt(when)) for label, when in steps if when)
+            "",
+            "<tr><th>{}</th><td>{}</td></tr>",
+            ((label, time_text(ms)) for label, ms in steps if ms is not None),
         )
         return format_html('<table class="cairnq-timeline">{}</table>', rows)
 
     @admin.display(description=_("payload"))
     def payload_pretty(self, obj: Task) -> SafeString | str:
-        return _pretty_json(obj.payload, DETAIL_CHARS)
+        return pretty_json(obj.payload, DETAIL_CHARS)
 
     @admin.display(description=_("result"))
     def result_pretty(self, obj: Task) -> SafeString | str:
-        return _pretty_json(obj.result, DETAIL_CHARS)
+        return pretty_json(obj.result, DETAIL_CHARS)
 
     @admin.display(description=_("error"))
     def error_pretty(self, obj: Task) -> SafeString | str:
-        return _pretty_json(obj.error, DETAIL_CHARS)
+        return pretty_json(obj.error, DETAIL_CHARS)
 
     @admin.display(description=_("metadata"))
     def metadata_pretty(self, obj: Task) -> SafeString | str:
-        return _pretty_json(obj.metadata, DETAIL_CHARS)
-
-
-def _format_dt(value: Any) -> str:
-    """Format an aware datetime in the active time zone, to the millisecond."""
-    local = timezone.localtime(value)
-    return local.strftime("%Y-%m-%d %H:%M:%S.") + f"{local.microsecond // 1000:03d} {local.tzname()}"
+        return pretty_json(obj.metadata, DETAIL_CHARS)
 
 
 @admin.register(QueueDashboard)

@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING, Any
 
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
-from django.db.models import Count, Min, Q, QuerySet
+from django.db.models import Count, Field, Min, Q, QuerySet
 from django.http import (
+    Http404,
     HttpRequest,
     HttpResponse,
     HttpResponseNotAllowed,
@@ -26,6 +27,7 @@ from django.urls import reverse
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
+from .admin_values import EMPTY, odd_time, storable_text, stored_datetime
 from .models import LIVE_STATUSES, TERMINAL_STATUSES, Task, TaskStatus, ms_to_datetime
 
 if TYPE_CHECKING:
@@ -162,23 +164,33 @@ def _back_to_task(model_admin: TaskAdmin, object_id: str) -> HttpResponseRedirec
     return HttpResponseRedirect(reverse(f"{model_admin.admin_site.name}:cairnq_task_change", args=[object_id]))
 
 
+def _check_button(model_admin: TaskAdmin, request: HttpRequest, object_id: str, may_act: bool) -> None:
+    """Refuse what the changelist's action would refuse, and an id no row can hold.
+
+    The list's actions need the view permission (to see the list) and the
+    action's own; a button's URL is reachable without the page, so it checks both.
+    """
+    if not (model_admin.has_view_permission(request) and may_act):
+        raise PermissionDenied
+    if not storable_text(object_id):
+        raise Http404
+
+
 def cancel_one(model_admin: TaskAdmin, request: HttpRequest, object_id: str) -> HttpResponse:
-    """Handle the detail page's Cancel button (POST only, ``cancel_task`` permission)."""
+    """Handle the detail page's Cancel button (POST only; ``view_task`` and ``cancel_task``)."""
     if request.method != "POST":
         return HttpResponseNotAllowed(["POST"])
-    if not model_admin.has_cancel_permission(request):
-        raise PermissionDenied
+    _check_button(model_admin, request, object_id, model_admin.has_cancel_permission(request))
     outcome = cancel_ids([[object_id]])
     _report(request, outcome, cancel_message(outcome))
     return _back_to_task(model_admin, object_id)
 
 
 def retry_one(model_admin: TaskAdmin, request: HttpRequest, object_id: str) -> HttpResponse:
-    """Handle the detail page's Retry buttons (POST only, ``retry_task`` permission)."""
+    """Handle the detail page's Retry buttons (POST only; ``view_task`` and ``retry_task``)."""
     if request.method != "POST":
         return HttpResponseNotAllowed(["POST"])
-    if not model_admin.has_retry_permission(request):
-        raise PermissionDenied
+    _check_button(model_admin, request, object_id, model_admin.has_retry_permission(request))
     reset_attempt = request.POST.get("reset_attempt") == "1"
     outcome = retry_ids([[object_id]], reset_attempt=reset_attempt)
     _report(request, outcome, retry_message(outcome, reset_attempt=reset_attempt))
@@ -224,8 +236,10 @@ def queue_rows(now_ms: int, alias: str) -> list[QueueRow]:
         tasks.filter(status=TaskStatus.QUEUED)
         .values("queue")
         .annotate(
-            oldest=Min("created_at_ms"),
-            oldest_due=Min("run_at_ms", filter=Q(run_at_ms__lte=now_ms)),
+            # Field(): the value as stored, not int()-converted, so text a
+            # foreign writer put in a SQLite integer column reaches the page.
+            oldest=Min("created_at_ms", output_field=Field()),
+            oldest_due=Min("run_at_ms", filter=Q(run_at_ms__lte=now_ms), output_field=Field()),
         )
         .order_by()
     )
@@ -267,10 +281,12 @@ def queue_rows(now_ms: int, alias: str) -> list[QueueRow]:
     return [rows[name] for name in sorted(rows)]
 
 
-def _age(now_ms: int, then_ms: int | None) -> str:
-    """Render a duration as "3 d 4 h", "12 min 5 s" or "800 ms"."""
+def _age(now_ms: int, then_ms: Any) -> str:
+    """Render a duration as "3 d 4 h", "12 min 5 s" or "800 ms"; an odd stored time is marked."""
     if then_ms is None:
-        return "—"
+        return EMPTY
+    if stored_datetime(then_ms) is None:
+        return odd_time(then_ms)
     delta = max(now_ms - then_ms, 0)
     if delta < 1000:
         return f"{delta} ms"

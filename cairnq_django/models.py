@@ -11,7 +11,10 @@ import datetime as dt
 from typing import Any
 
 from django.db import models
+from django.db.models.fields.json import KeyTransform
 from django.utils.translation import gettext_lazy as _
+
+from .payload import decode_stored
 
 TERMINAL_STATUSES = ("succeeded", "failed", "canceled")
 LIVE_STATUSES = ("queued", "running")
@@ -34,6 +37,23 @@ def ms_to_datetime(value: int | None) -> dt.datetime | None:
     if value is None:
         return None
     return dt.datetime.fromtimestamp(value / 1000, tz=dt.timezone.utc)
+
+
+class StoredJSONField(models.JSONField):  # type: ignore[type-arg]
+    """A JSONField that reads a value Python cannot decode as an ``Undecodable``.
+
+    Django's own field raises on nesting past the recursion limit or an
+    integer past Python's digit limit, and returns malformed text as a bare
+    string; either way one row another writer stored would break every page
+    that loads it. Here such a value arrives as ``payload.Undecodable`` (its
+    raw text and the reason), so the row can still be shown and canceled.
+    """
+
+    def from_db_value(self, value: Any, expression: Any, connection: Any) -> Any:
+        # A key lookup SQLite extracts in its own SQL type is already decoded.
+        if isinstance(expression, KeyTransform) and not isinstance(value, str):
+            return value
+        return decode_stored(value)
 
 
 class TaskQuerySet(models.QuerySet["Task"]):
@@ -61,10 +81,10 @@ class Task(models.Model):
     name = models.TextField(_("name"))
     queue = models.TextField(_("queue"), db_default="default")
     status = models.TextField(_("status"), choices=TaskStatus.choices)
-    payload = models.JSONField(_("payload"))
-    result = models.JSONField(_("result"), null=True)
-    error = models.JSONField(_("error"), null=True)
-    metadata = models.JSONField(_("metadata"), db_default={})
+    payload = StoredJSONField(_("payload"))
+    result = StoredJSONField(_("result"), null=True)
+    error = StoredJSONField(_("error"), null=True)
+    metadata = StoredJSONField(_("metadata"), db_default={})
     progress = models.FloatField(_("progress"), null=True)
     message = models.TextField(_("message"), null=True)
     attempt = models.IntegerField(_("attempt"), db_default=0)

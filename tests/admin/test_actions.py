@@ -248,3 +248,35 @@ def test_select_across_ten_thousand_is_a_bounded_number_of_statements(store: Any
     # number of reads (one keyset page per chunk) and the admin's own queries.
     assert len(updates) == 11
     assert len(queries.captured_queries) < 60, len(queries.captured_queries)
+
+
+@pytest.mark.parametrize(
+    ("button", "perms", "allowed"),
+    [
+        ("cancel", ("cancel_task",), False),
+        ("cancel", ("view_task",), False),
+        ("cancel", ("view_task", "cancel_task"), True),
+        ("retry", ("retry_task",), False),
+        ("retry", ("view_task", "cancel_task"), False),
+        ("retry", ("view_task", "retry_task"), True),
+    ],
+)
+def test_detail_buttons_need_the_same_permissions_as_the_actions(
+    store: Any, cairnq_db: Any, button: str, perms: tuple[str, ...], allowed: bool
+) -> None:
+    """A button's URL asks for view + cancel (or view + retry), as the list's action does."""
+    task = make_task(store, "queued" if button == "cancel" else "failed").id
+    before = status_of(task)
+    client = client_for(staff_user("operator", *perms))
+    # The action is offered on the list exactly when the button's URL is honoured.
+    changelist = client.get(reverse(CHANGELIST))
+    offered = changelist.status_code == 200 and f'value="{button}_tasks"' in changelist.content.decode()
+    assert offered is allowed
+
+    response = client.post(reverse(f"admin:cairnq_task_{button}", args=[task]))
+    if allowed:
+        assert response.status_code == 302 and status_of(task)[0] == ("canceled" if button == "cancel" else "queued")
+    else:
+        assert response.status_code == 403 and status_of(task) == before
+    # Still POST-only, for everyone.
+    assert client.get(reverse(f"admin:cairnq_task_{button}", args=[task])).status_code == 405

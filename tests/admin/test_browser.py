@@ -129,3 +129,46 @@ def test_operator_filters_cancels_and_retries(page: Any, live_server: Any, store
     assert page.locator(".cairnq-count--queued .cairnq-count-value").inner_text() == "2"
     assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth + 1")
     shot(page, "dashboard-phone")
+
+
+def test_hostile_rows_read_well(page: Any, live_server: Any, store: Any) -> None:
+    """A row with odd stored values renders marked, not broken; screenshots for a human."""
+    odd = make_task(store, "running").id
+    failed = make_task(store, "running").id
+    store.fail(
+        failed,
+        "worker_admin_tests",
+        {
+            "type": "ValueError",
+            "code": "handler_error",
+            "message": "could not parse <invoice>",
+            "retryable": False,
+            "details": {"traceback": 'Traceback (most recent call last):\n  File "app/tasks.py", line 3, in run\n'
+                        "    parse(doc)\nValueError: could not parse <invoice>\n"},
+        },
+        retryable=False,
+    )
+    with connections["default"].cursor() as cursor:
+        cursor.execute(
+            "UPDATE cairnq_tasks SET run_at_ms = %s, lease_until_ms = %s, progress = %s, metadata = %s WHERE id = %s",
+            [2**62, -(2**62), float("inf"), '{"n": ' + "7" * 5000 + "}", odd],
+        )
+    User.objects.create_superuser("operator", password="s3cret-pass")
+    base = live_server.url
+    page.goto(f"{base}/admin/login/?next=/admin/cairnq/task/")
+    page.fill("#id_username", "operator")
+    page.fill("#id_password", "s3cret-pass")
+    page.click("input[type=submit]")
+    page.wait_for_url("**/admin/cairnq/task/")
+    assert page.locator("#result_list tbody tr").count() == 2
+    assert page.locator(".cairnq-odd").count() == 2  # run at and progress of the odd row
+    shot(page, "hostile-changelist")
+
+    page.goto(f"{base}/admin/cairnq/task/{odd}/change/")
+    assert page.locator(".cairnq-undecodable").count() == 1
+    assert page.locator('button[name="cancel"]').count() == 1
+    shot(page, "hostile-detail")
+
+    page.goto(f"{base}/admin/cairnq/task/{failed}/change/")
+    assert "ValueError: could not parse <invoice>" in page.locator("#cairnq-traceback").inner_text()
+    shot(page, "traceback-detail")
