@@ -29,7 +29,7 @@ from ..exceptions import LostLease, SerializationError, TaskError
 from ..payload import encode
 from ..store.base import Failure
 from . import _db
-from ._envelopes import exception_envelope, timeout_envelope, unserializable_envelope
+from ._envelopes import raised_envelope, timeout_envelope, unserializable_envelope
 from .backoff import retry_delay_ms
 from .settler import Settlement
 
@@ -357,10 +357,7 @@ class Executor:
             for ctx in left:
                 ctx._end_settle(None)
             return []
-        if isinstance(raised, TaskError):
-            envelope, retryable = raised.envelope(), raised.retryable
-        else:
-            envelope, retryable = exception_envelope(raised), True
+        envelope, retryable = raised_envelope(raised)
         logger.warning(
             "handler raised: name=%s tasks=%s attempt=%s duration_ms=%s",
             call.name,
