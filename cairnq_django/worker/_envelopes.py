@@ -13,10 +13,11 @@ MAX_MESSAGE_CHARS = 65_536
 
 # A handler failure keeps its traceback in ``details["traceback"]`` so any
 # reader of the row (Django's ``TaskResult.errors``, the admin) can see it.
-# The end of a traceback (the raising frame and the exception line) explains
-# the failure, so a long one keeps its last MAX_TRACEBACK_BYTES of UTF-8.
+# A long one keeps its start (the outer frames) and its end (the raising
+# frame and the exception line, which may hold a huge message), cut between.
 MAX_TRACEBACK_BYTES = 16_384
-TRACEBACK_CUT_MARK = "[traceback truncated: {dropped} earlier bytes dropped]\n"
+TRACEBACK_HEAD_BYTES = 4_096
+TRACEBACK_CUT_MARK = "\n[... {dropped} bytes of traceback cut ...]\n"
 
 
 def envelope(
@@ -61,11 +62,12 @@ def traceback_text(exc: BaseException) -> str:
     data = text.encode("utf-8", "replace")
     if len(data) <= MAX_TRACEBACK_BYTES:
         return data.decode("utf-8")
-    mark = TRACEBACK_CUT_MARK.format(dropped=len(data))
-    keep = MAX_TRACEBACK_BYTES - len(mark.encode("utf-8"))
-    tail = data[-keep:].decode("utf-8", "ignore")
-    dropped = len(data) - len(tail.encode("utf-8"))
-    return TRACEBACK_CUT_MARK.format(dropped=dropped) + tail
+    # The mark is sized with the largest count it can show, so the result fits.
+    room = MAX_TRACEBACK_BYTES - len(TRACEBACK_CUT_MARK.format(dropped=len(data)).encode("utf-8"))
+    head = data[:TRACEBACK_HEAD_BYTES].decode("utf-8", "ignore")
+    tail = data[-(room - TRACEBACK_HEAD_BYTES) :].decode("utf-8", "ignore")
+    dropped = len(data) - len(head.encode("utf-8")) - len(tail.encode("utf-8"))
+    return head + TRACEBACK_CUT_MARK.format(dropped=dropped) + tail
 
 
 def exception_details(exc: BaseException) -> dict[str, Any]:
