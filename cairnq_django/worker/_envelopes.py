@@ -58,8 +58,9 @@ def traceback_text(exc: BaseException) -> str:
         text = "".join(traceback.format_exception(exc))
     except Exception:  # noqa: BLE001 - a broken exception must still be recorded
         text = f"{type(exc).__name__}: {_text(exc)}\n"
-    # Lone surrogates (from a filename or a message) cannot be stored as JSON text.
-    data = text.encode("utf-8", "replace")
+    # Lone surrogates and NUL (from a filename or a message) cannot be stored
+    # as JSON text on both dialects: they would cost the whole ``details``.
+    data = text.replace("\x00", "\\x00").encode("utf-8", "replace")
     if len(data) <= MAX_TRACEBACK_BYTES:
         return data.decode("utf-8")
     # The mark is sized with the largest count it can show, so the result fits.

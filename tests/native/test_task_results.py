@@ -215,3 +215,22 @@ def test_attempts_count_while_a_retry_is_pending(cairnq_db: Any, subprocess_env:
     assert result.status == Status.READY
     assert result.attempts == 1 and len(result.worker_ids) == 1
     assert result.errors[0].exception_class is ValueError  # the failed attempt's error
+
+
+def test_a_traceback_is_storable_text_on_both_dialects(cairnq_db: Any, store: Any) -> None:
+    from cairnq_django.worker._envelopes import raised_envelope
+
+    try:
+        raise ValueError("nul \x00 and a lone surrogate \udc80 in one message")
+    except ValueError as exc:
+        envelope, retryable = raised_envelope(exc)
+    text = envelope["details"]["traceback"]
+    assert "\x00" not in text and "\\x00" in text
+    text.encode("utf-8")  # no lone surrogate left
+    # stored as it is, details and all, on this dialect
+    result = tasks.add.enqueue(1, 1)
+    (row,) = store.claim(["default"], "worker_probe", lease_ms=60_000, names=[tasks.add.module_path])
+    envelope["message"] = "replaced"  # the message's own rules are not this test's
+    store.fail(row.id, "worker_probe", envelope, retryable=False)
+    assert cq.get(result.id).error["details"]["traceback"] == text
+    assert retryable is True
