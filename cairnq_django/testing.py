@@ -102,27 +102,8 @@ def _call(definition: TaskDefinition, ctxs: list[TaskContext]) -> Any:
         # a claim left in the database now, as the worker does for async calls.
         for ctx in ctxs:
             ctx._load_payload()
-        value, raised = async_to_sync(_guarded(func))(*args)
-        if raised is not None:
-            raise raised
-        return value
+        return async_to_sync(func)(*args)
     return func(*args)
-
-
-def _guarded(func: Callable[..., Any]) -> Callable[..., Any]:
-    """Wrap an async handler so what it raises comes back as a value, as in the worker.
-
-    asyncio re-raises ``SystemExit`` and ``KeyboardInterrupt`` out of the
-    event loop itself; caught inside the coroutine they stay the task's failure.
-    """
-
-    async def call(*args: Any) -> Any:
-        try:
-            return await func(*args), None
-        except BaseException as exc:  # noqa: BLE001 - re-raised by _call, outside the loop
-            return None, exc
-
-    return call
 
 
 def _settle(store: Store, definition: TaskDefinition, ctxs: list[TaskContext], value: Any, raised: BaseException | None, *, backoff: bool) -> list[Task]:
