@@ -91,7 +91,9 @@ __all__ = [
     "CairnqBackend",
     "CairnqTask",
     "django_task",
+    "exception_class_path",
     "result_from_row",
+    "task_from_row",
     "task_backends",
 ]
 
@@ -109,6 +111,12 @@ STATUS_MAP: dict[str, Any] = {
 }
 
 CANCELED_ERROR_PATH = "cairnq_django.exceptions.TaskCanceled"
+# A failure that no importable exception class describes (see exception_class_path).
+FALLBACK_ERROR_PATH = "cairnq_django.exceptions.TaskFailed"
+# worker_ids entry for an attempt whose worker the row no longer names.
+UNRECORDED_WORKER = "unrecorded"
+# The row's metadata key for what a Django task adds (its backend and run_after).
+METADATA_KEY = "django_task"
 
 # Keys CairnqBackend accepts in TASKS[alias]["OPTIONS"].
 OPTION_DEFAULTS: dict[str, Any] = {
@@ -243,7 +251,6 @@ def _split_payload(payload: Any) -> tuple[list[Any], dict[str, Any]]:
 
 def _run(name: str, ctx: CairnqContext, payload: Any) -> Any:
     """Call the Django task for one claimed row; what it returns becomes the row's result."""
-    from .exceptions import LostLease
     from .exceptions import TaskError as CairnqTaskError
 
     task = django_task_for(name)
@@ -267,13 +274,16 @@ def _run(name: str, ctx: CairnqContext, payload: Any) -> Any:
             type="BadArguments",
             code="bad_arguments",
             retryable=False,
+            # What Django's own backends report when the call does not fit.
+            details={"exception_class_path": "builtins.TypeError"},
         ) from exc
     except ValueError:
         pass  # no signature to check (a builtin): let the call decide
     backend = task.get_backend()
     row = ctx.task
     started = timezone.now()
-    running = result_from_row(row, task=task, backend_alias=backend.alias)
+    described = task_from_row(task, row, default_backend=backend.alias)
+    running = result_from_row(row, task=described, backend_alias=described.backend)
     object.__setattr__(running, "status", TaskResultStatus.RUNNING)
     object.__setattr__(running, "started_at", started)
     object.__setattr__(running, "last_attempted_at", started)
@@ -283,23 +293,11 @@ def _run(name: str, ctx: CairnqContext, payload: Any) -> Any:
             raw = task.call(TaskContext(task_result=running), *args, **kwargs)
         else:
             raw = task.call(*args, **kwargs)
-    except (LostLease, CairnqTaskError) as exc:
+    except BaseException as exc:
+        # The worker writes the envelope (class path and traceback in its
+        # details) for whatever was raised, as for any cairnq handler.
         _finished(backend, running, exc)
         raise
-    except Exception as exc:
-        _finished(backend, running, exc)
-        # Keep Django's error shape (class path + traceback) in the envelope's
-        # details, so get_result() can rebuild TaskError on any host.
-        raise CairnqTaskError(
-            str(exc),
-            type=type(exc).__name__,
-            code="handler_error",
-            retryable=True,
-            details={
-                "exception_class_path": f"{type(exc).__module__}.{type(exc).__qualname__}",
-                "traceback": "".join(traceback.format_exception(exc)),
-            },
-        ) from exc
     try:
         value = normalize_json(raw)
     except (TypeError, ValueError) as exc:
@@ -338,6 +336,40 @@ def _ms(value: int | None) -> dt.datetime | None:
     return dt.datetime.fromtimestamp(value / 1000, tz=dt.timezone.utc)
 
 
+def _is_exception_class(path: Any) -> bool:
+    """True if ``path`` imports as an exception class here (never raises)."""
+    if not isinstance(path, str) or "." not in path:
+        return False
+    try:
+        found = import_string(path)
+    except Exception:  # noqa: BLE001 - not importable here, or its module fails to import
+        return False
+    return isinstance(found, type) and issubclass(found, BaseException)
+
+
+def exception_class_path(envelope: Mapping[str, Any]) -> str:
+    """Name the exception class a stored failure reads as (docs/django-tasks.md).
+
+    In order: the class the worker recorded (``details["exception_class_path"]``)
+    when it imports here; else a built-in or a cairnq exception with the
+    envelope's ``type`` as its name (``SystemExit``, ``LookupError``,
+    ``TaskError``); else ``FALLBACK_ERROR_PATH``, for failures no Python class
+    describes (``NoHandler``, ``HandlerTimeout``, ``LeaseExpired``, a custom
+    ``TaskError`` type, a TypeScript ``Error``).
+    """
+    raw = envelope.get("details")
+    details: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
+    recorded = details.get("exception_class_path")
+    if _is_exception_class(recorded):
+        return str(recorded)
+    kind = envelope.get("type")
+    if isinstance(kind, str) and kind.isidentifier():
+        for module in ("builtins", "cairnq_django.exceptions"):
+            if _is_exception_class(f"{module}.{kind}"):
+                return f"{module}.{kind}"
+    return FALLBACK_ERROR_PATH
+
+
 def _errors(row: TaskRow) -> list[Any]:
     """Rebuild Django's error list from the row: cairnq keeps the last error only."""
     errors = []
@@ -345,26 +377,36 @@ def _errors(row: TaskRow) -> list[Any]:
     if envelope is not None:
         raw = envelope.get("details")
         details: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
-        path = details.get("exception_class_path") or f"cairnq_django.exceptions.{envelope.get('type') or 'TaskError'}"
-        text = details.get("traceback") or f"{envelope.get('type')}: {envelope.get('message')}"
-        errors.append(TaskError(exception_class_path=str(path), traceback=str(text)))
+        text = details.get("traceback")
+        if not isinstance(text, str) or not text:
+            # No traceback recorded (an outcome the worker decided, another SDK).
+            text = f"{envelope.get('type')}: {envelope.get('message')}"
+        errors.append(TaskError(exception_class_path=exception_class_path(envelope), traceback=text))
     if row.status == "canceled":
         errors.append(TaskError(exception_class_path=CANCELED_ERROR_PATH, traceback=f"task {row.id} was canceled"))
     return errors
+
+
+def _worker_ids(row: TaskRow) -> list[str]:
+    # One entry per attempt that ran (Django's ``attempts`` is their count).
+    # The row keeps only the latest worker, and not even that while a retry
+    # is pending, so earlier or unknown workers read as UNRECORDED_WORKER.
+    if row.attempt <= 0:
+        return []
+    return [UNRECORDED_WORKER] * (row.attempt - 1) + [row.worker_id or UNRECORDED_WORKER]
 
 
 def result_from_row(row: TaskRow, *, task: Any, backend_alias: str) -> Any:
     """Build Django's ``TaskResult`` for one cairnq row (see ``STATUS_MAP``).
 
     cairnq records no start time and only the latest worker, so
-    ``started_at``/``last_attempted_at`` are None, and ``worker_ids`` repeats
-    the latest worker once per attempt (``attempts`` is the row's attempt).
+    ``started_at``/``last_attempted_at`` are None and ``worker_ids`` holds
+    one entry per attempt that ran (see ``_worker_ids``).
     """
     payload: Mapping[str, Any] = row.payload if isinstance(row.payload, Mapping) else {}
     raw_args, raw_kwargs = payload.get("args"), payload.get("kwargs")
     args: list[Any] = raw_args if isinstance(raw_args, list) else []
     kwargs: Mapping[str, Any] = raw_kwargs if isinstance(raw_kwargs, Mapping) else {}
-    worker_ids = [row.worker_id] * row.attempt if row.worker_id else []
     result: Any = TaskResult(
         task=task,
         id=row.id,
@@ -377,11 +419,71 @@ def result_from_row(row: TaskRow, *, task: Any, backend_alias: str) -> Any:
         kwargs=dict(kwargs),
         backend=backend_alias,
         errors=_errors(row),
-        worker_ids=worker_ids,
+        worker_ids=_worker_ids(row),
     )
     if row.status == "succeeded":
         object.__setattr__(result, "_return_value", row.result)
     return result
+
+
+# ---------------------------------------------------------------- rows -> tasks
+def _enqueue_metadata(task: Any, alias: str) -> dict[str, Any]:
+    """What the row keeps of a Django task beyond its columns (queue and priority have their own)."""
+    run_after = task.run_after.isoformat() if task.run_after is not None else None
+    return {METADATA_KEY: {"backend": alias, "run_after": run_after}}
+
+
+def _declared_task(name: str) -> Any | None:
+    """Return the task the decorator made for ``name`` (else any variant validated here)."""
+    try:
+        found = import_string(name)
+    except Exception:  # noqa: BLE001 - defined where an import cannot reach, or not at all
+        found = None
+    if isinstance(found, Task) and found.module_path == name:
+        return found
+    return _django_tasks.get(name)
+
+
+def _stored_run_after(value: Any) -> dt.datetime | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        moment = dt.datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return moment if timezone.is_aware(moment) else None
+
+
+def _cairnq_alias(alias: Any, default: str) -> str:
+    """``alias`` if it names a CairnqBackend in this process, else ``default``."""
+    if not isinstance(alias, str):
+        return default
+    try:
+        backend = task_backends[alias]
+    except Exception:  # noqa: BLE001 - not in TASKS (any more)
+        return default
+    return alias if isinstance(backend, CairnqBackend) else default
+
+
+def task_from_row(declared: Any, row: TaskRow, *, default_backend: str) -> Any:
+    """Describe the task as it was enqueued: the row's queue, priority, run_after and backend.
+
+    Built without Django's validation: a stored task stays readable after the
+    settings change (a queue no longer listed, a backend renamed).
+    """
+    raw = row.metadata.get(METADATA_KEY) if isinstance(row.metadata, Mapping) else None
+    stored: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
+    values = {field.name: getattr(declared, field.name) for field in dataclasses.fields(declared)}
+    values.update(
+        queue_name=row.queue,
+        priority=row.priority,
+        run_after=_stored_run_after(stored.get("run_after")),
+        backend=_cairnq_alias(stored.get("backend"), default_backend),
+    )
+    described = object.__new__(type(declared))
+    for name, value in values.items():
+        object.__setattr__(described, name, value)
+    return described
 
 
 # ---------------------------------------------------------------- the backend
@@ -438,6 +540,7 @@ class CairnqBackend(BaseTaskBackend):  # type: ignore[misc,valid-type]
             delay_ms=delay_ms,
             key=key,
             conflict=options["conflict"],
+            metadata=_enqueue_metadata(task, self.alias),
         )
         result = result_from_row(row, task=task, backend_alias=self.alias)
         self._announce(result)
@@ -466,15 +569,11 @@ class CairnqBackend(BaseTaskBackend):  # type: ignore[misc,valid-type]
         row = get_store().get(result_id)
         if row is None:
             raise TaskResultDoesNotExist(result_id)
-        task = django_task_for(row.name)
-        if task is None:
+        declared = _declared_task(row.name)
+        if declared is None:
             raise TaskResultDoesNotExist(f"{result_id} is a cairnq task {row.name!r}, not a Django task")
-        if task.queue_name != row.queue or task.priority != row.priority:
-            try:
-                task = task.using(queue_name=row.queue, priority=row.priority)
-            except (InvalidTask, ValueError):
-                pass  # e.g. a queue this backend does not list: keep the declared task
-        return result_from_row(row, task=task, backend_alias=self.alias)
+        task = task_from_row(declared, row, default_backend=self.alias)
+        return result_from_row(row, task=task, backend_alias=task.backend)
 
     # ---- checks -------------------------------------------------------------------
     def check(self, **kwargs: Any) -> list[checks.CheckMessage]:

@@ -11,6 +11,10 @@ What differs from ``cairnq_worker``: one handler call at a time, no heartbeat
 (the lease is long instead), no ``max_run_ms``, no per-name or resource
 limits, and retryable failures are retried at once (no backoff) unless
 ``backoff=True``, so a flaky task runs through its attempts in one call.
+
+Outcomes are the worker's: the same envelopes (a handler's exception keeps
+its traceback in ``details``), and ``SystemExit`` or ``KeyboardInterrupt``
+raised by a handler fails that task instead of leaving the test.
 """
 
 from __future__ import annotations
@@ -25,9 +29,9 @@ from asgiref.sync import async_to_sync, sync_to_async
 
 from . import signals
 from .context import ContextHooks, TaskContext
-from .exceptions import LostLease, SerializationError, TaskError
+from .exceptions import LostLease, SerializationError
 from .payload import encode
-from .worker._envelopes import exception_envelope, unserializable_envelope
+from .worker._envelopes import raised_envelope, unserializable_envelope
 from .worker.backoff import retry_delay_ms
 
 if TYPE_CHECKING:
@@ -121,10 +125,8 @@ def _settle(store: Store, definition: TaskDefinition, ctxs: list[TaskContext], v
                 result_json = None if result is None else encode(result, what="result")
             except SerializationError as exc:
                 failure = (unserializable_envelope(str(exc).split(": ", 1)[-1]), False)
-        elif isinstance(raised, TaskError):
-            failure = (raised.envelope(), raised.retryable)
         else:
-            failure = (exception_envelope(raised), True)
+            failure = raised_envelope(raised)
         row = None
         try:
             if failure is None:
@@ -163,7 +165,7 @@ def run_task(store: Store, rows: Sequence[Task], *, backoff: bool = False) -> li
     raised: BaseException | None = None
     try:
         value = _call(definition, ctxs)
-    except Exception as exc:  # noqa: BLE001 - a handler's exception is its task's failure
+    except BaseException as exc:  # noqa: BLE001 - as in the worker, SystemExit and KeyboardInterrupt too
         raised = exc
     settled = _settle(store, definition, ctxs, value, raised, backoff=backoff)
     duration_ms = int((time.monotonic() - started) * 1000)

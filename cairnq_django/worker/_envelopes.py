@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import traceback
 from typing import Any
 
 from ..exceptions import TaskError
@@ -10,6 +11,14 @@ from ..payload import Undecodable
 # Exception text can be arbitrarily large (a 10 MB message, a repr of a huge
 # object); the envelope is stored in the row and shown in the admin, so cap it.
 MAX_MESSAGE_CHARS = 65_536
+
+# A handler failure keeps its traceback in ``details["traceback"]`` so any
+# reader of the row (Django's ``TaskResult.errors``, the admin) can see it.
+# A long one keeps its start (the outer frames) and its end (the raising
+# frame and the exception line, which may hold a huge message), cut between.
+MAX_TRACEBACK_BYTES = 16_384
+TRACEBACK_HEAD_BYTES = 4_096
+TRACEBACK_CUT_MARK = "\n[... {dropped} bytes of traceback cut ...]\n"
 
 
 def envelope(
@@ -44,6 +53,34 @@ def _text(exc: BaseException) -> str:
     return text
 
 
+def traceback_text(exc: BaseException) -> str:
+    """Return the exception's formatted traceback (with its chain), at most MAX_TRACEBACK_BYTES."""
+    try:
+        text = "".join(traceback.format_exception(exc))
+    except Exception:  # noqa: BLE001 - a broken exception must still be recorded
+        text = f"{type(exc).__name__}: {_text(exc)}\n"
+    # Lone surrogates and NUL (from a filename or a message) cannot be stored
+    # as JSON text on both dialects: they would cost the whole ``details``.
+    data = text.replace("\x00", "\\x00").encode("utf-8", "replace")
+    if len(data) <= MAX_TRACEBACK_BYTES:
+        return data.decode("utf-8")
+    # The mark is sized with the largest count it can show, so the result fits.
+    room = MAX_TRACEBACK_BYTES - len(TRACEBACK_CUT_MARK.format(dropped=len(data)).encode("utf-8"))
+    head = data[:TRACEBACK_HEAD_BYTES].decode("utf-8", "ignore")
+    tail = data[-(room - TRACEBACK_HEAD_BYTES) :].decode("utf-8", "ignore")
+    dropped = len(data) - len(head.encode("utf-8")) - len(tail.encode("utf-8"))
+    return head + TRACEBACK_CUT_MARK.format(dropped=dropped) + tail
+
+
+def exception_details(exc: BaseException) -> dict[str, Any]:
+    """The ``details`` a raised exception adds: its class path and its traceback."""
+    kind = type(exc)
+    return {
+        "exception_class_path": f"{kind.__module__}.{kind.__qualname__}",
+        "traceback": traceback_text(exc),
+    }
+
+
 def exception_envelope(exc: BaseException, *, retryable: bool = True) -> dict[str, Any]:
     """Describe an ordinary exception raised by a handler (``handler_error``)."""
     return envelope(
@@ -51,7 +88,24 @@ def exception_envelope(exc: BaseException, *, retryable: bool = True) -> dict[st
         code="handler_error",
         message=_text(exc),
         retryable=retryable,
+        details=exception_details(exc),
     )
+
+
+def raised_envelope(exc: BaseException) -> tuple[dict[str, Any], bool]:
+    """Return ``(envelope, retryable)`` for what a handler call raised (protocol 3.16).
+
+    A ``TaskError`` keeps its own members and retryability; its ``details``
+    gain the class path and traceback unless the raiser set those keys. Any
+    other exception -- ``SystemExit`` and ``KeyboardInterrupt`` included --
+    is a retryable ``handler_error``.
+    """
+    if not isinstance(exc, TaskError):
+        return exception_envelope(exc), True
+    decided = exc.envelope()
+    details = decided["details"] if isinstance(decided["details"], dict) else {}
+    decided["details"] = {**exception_details(exc), **details}
+    return decided, exc.retryable
 
 
 def as_envelope(error: Any, retryable: bool = True) -> tuple[dict[str, Any], bool]:

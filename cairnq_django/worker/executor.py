@@ -30,7 +30,7 @@ from ..payload import encode
 from ..store.base import Failure
 from . import _db
 from ._envelopes import (
-    exception_envelope,
+    raised_envelope,
     timeout_envelope,
     undecodable_envelope,
     unserializable_envelope,
@@ -398,10 +398,7 @@ class Executor:
             for ctx in left:
                 ctx._end_settle(None)
             return []
-        if isinstance(raised, TaskError):
-            envelope, retryable = raised.envelope(), raised.retryable
-        else:
-            envelope, retryable = exception_envelope(raised), True
+        envelope, retryable = raised_envelope(raised)
         logger.warning(
             "handler raised: name=%s tasks=%s attempt=%s duration_ms=%s",
             call.name,

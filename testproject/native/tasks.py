@@ -68,3 +68,78 @@ if task is not None:
         from django.contrib.auth.models import User
 
         return int(User.objects.create(username=username).pk)
+
+    @task(max_attempts=1)
+    def exit_now(code: int) -> None:
+        """Call ``sys.exit`` in a task: a failure like any other, never the worker's exit."""
+        raise SystemExit(code)
+
+    @task(max_attempts=1)
+    def interrupt() -> None:
+        """Raise ``KeyboardInterrupt`` in a task: the task fails, the worker goes on."""
+        raise KeyboardInterrupt
+
+    @task(max_attempts=1)
+    def decline(reason: str) -> None:
+        """Fail with cairnq's ``TaskError`` and a ``type`` no Python class is named after."""
+        from cairnq_django.exceptions import TaskError
+
+        raise TaskError(reason, type="PaymentDeclined", code="declined")
+
+    @task(max_attempts=1)
+    def local_failure() -> None:
+        """Raise a class defined inside the function: no import can reach it."""
+
+        class OnlyHere(Exception):
+            pass
+
+        raise OnlyHere("defined in a function")
+
+    @task(max_attempts=1)
+    def verbose_failure(size: int) -> None:
+        """Fail with a ``size``-character message: a traceback longer than the stored bound."""
+        raise LookupError("x" * size)
+
+    @task(max_attempts=1)
+    async def async_boom(message: str) -> None:
+        """An ``async def`` task that raises: its traceback must be stored too."""
+        raise ValueError(message)
+
+    @task(max_attempts=1)
+    def sleepy(seconds: float) -> None:
+        """Outrun ``--max-run-ms``: fails with ``handler_timeout``."""
+        import time
+
+        time.sleep(seconds)
+
+
+# Plain cairnq handlers beside the Django tasks: failures the worker must
+# describe the same way (class path and traceback in the envelope's details).
+from cairnq_django.registry import task as cairnq_task  # noqa: E402
+
+
+@cairnq_task("native.plain.boom", max_attempts=1)
+def plain_boom(ctx: Any, payload: dict[str, Any]) -> None:
+    raise ValueError(payload["message"])
+
+
+@cairnq_task("native.plain.exit", max_attempts=1)
+def plain_exit(ctx: Any, payload: dict[str, Any]) -> None:
+    raise SystemExit(payload.get("code", 1))
+
+
+@cairnq_task("native.plain.async_boom", max_attempts=1)
+async def plain_async_boom(ctx: Any, payload: dict[str, Any]) -> None:
+    raise KeyError(payload["message"])
+
+
+@cairnq_task("native.plain.batch_boom", batch=5, max_attempts=1)
+def plain_batch_boom(ctxs: list[Any]) -> None:
+    raise RuntimeError(f"batch of {len(ctxs)} failed")
+
+
+@cairnq_task("native.plain.decline", max_attempts=1)
+def plain_decline(ctx: Any) -> None:
+    from cairnq_django.exceptions import TaskError
+
+    raise TaskError("card declined", type="PaymentDeclined", code="declined", details={"card": "visa"})

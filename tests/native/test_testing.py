@@ -4,7 +4,9 @@ pytest-django ``db`` test, where no worker could see the rows) as well as in a
 transactional test -- following the worker's settlement rules (return value stored,
 retryable failures retried until attempts run out, ``TaskError`` honoured, batches,
 async handlers), running children submitted on other queues, leaving delayed and
-unhandled tasks queued, and refusing to spin forever (``NotIdle``)."""
+unhandled tasks queued, and refusing to spin forever (``NotIdle``). ``SystemExit`` and
+``KeyboardInterrupt`` from a handler fail its task with the envelope the worker writes
+(class path and traceback in ``details``) and never escape into the test."""
 
 from __future__ import annotations
 
@@ -67,6 +69,22 @@ def _forever(ctx: Any) -> None:
     ctx.submit(PREFIX + "forever", {})
 
 
+def _exit(ctx: Any) -> None:
+    raise SystemExit(2)
+
+
+def _interrupt(ctx: Any) -> None:
+    raise KeyboardInterrupt
+
+
+async def _async_exit(ctx: Any) -> None:
+    raise SystemExit("async exit")
+
+
+async def _async_interrupt(ctx: Any) -> None:
+    raise KeyboardInterrupt
+
+
 HANDLERS = {
     "add": (_add, {}),
     "parent": (_parent, {}),
@@ -77,6 +95,10 @@ HANDLERS = {
     "async_progress": (_async_progress, {}),
     "async_batch": (_async_batch, {"batch": 4}),
     "forever": (_forever, {}),
+    "exit": (_exit, {}),
+    "interrupt": (_interrupt, {}),
+    "async_exit": (_async_exit, {}),
+    "async_interrupt": (_async_interrupt, {}),
 }
 
 
@@ -201,3 +223,44 @@ def test_django_tasks_run_inline(in_test_transaction: None) -> None:
     result = tasks.add.enqueue(20, 22)
     run_until_idle()
     assert tasks.add.get_result(result.id).return_value == 42
+
+
+@pytest.mark.parametrize("handler", ["exit", "interrupt", "async_exit", "async_interrupt"])
+def test_system_exit_and_keyboard_interrupt_fail_the_task(in_test_transaction: None, handler: str) -> None:
+    raising = cq.submit(PREFIX + handler, {}, max_attempts=2)
+    after = cq.submit(PREFIX + "add", {"a": 1, "b": 2})
+    run_until_idle()  # nothing escapes
+    row = cq.get(raising.id)
+    kind = "KeyboardInterrupt" if handler.endswith("interrupt") else "SystemExit"
+    # retryable like any handler exception in the worker: both attempts ran
+    assert (row.status, row.attempt) == ("failed", 2)
+    assert (row.error["type"], row.error["code"], row.error["retryable"]) == (kind, "handler_error", True)
+    assert row.error["details"]["exception_class_path"] == f"builtins.{kind}"
+    assert kind in row.error["details"]["traceback"] and f"in _{handler}" in row.error["details"]["traceback"]
+    assert cq.get(after.id).result == 3
+
+
+def test_django_tasks_that_exit_fail_inline(in_test_transaction: None) -> None:
+    pytest.importorskip("cairnq_django.backends")
+    from testproject.native import tasks
+
+    exited = tasks.exit_now.enqueue(5)
+    interrupted = tasks.interrupt.enqueue()
+    run_until_idle()
+    error = tasks.exit_now.get_result(exited.id).errors[0]
+    assert error.exception_class is SystemExit and "SystemExit: 5" in error.traceback
+    assert tasks.interrupt.get_result(interrupted.id).errors[0].exception_class is KeyboardInterrupt
+
+
+def test_inline_runs_write_the_worker_envelope(cairnq_db: Any, subprocess_env: dict[str, str]) -> None:
+    from tests.native.test_backend import run_worker
+
+    by_worker = cq.submit("native.plain.exit", {"code": 4}, max_attempts=1)
+    run_worker(subprocess_env)
+    inline = cq.submit("native.plain.exit", {"code": 4}, max_attempts=1)
+    run_until_idle(names=["native.plain.exit"])
+    written = [dict(cq.get(task.id).error) for task in (by_worker, inline)]
+    tracebacks = [envelope["details"].pop("traceback") for envelope in written]
+    assert written[0] == written[1] and written[0]["type"] == "SystemExit"
+    for text in tracebacks:
+        assert text.rstrip().endswith("SystemExit: 4") and "in plain_exit" in text

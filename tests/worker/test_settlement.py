@@ -48,6 +48,10 @@ def test_results_errors_and_burst_exit(cairnq_db: Any, start_worker: Any) -> Non
         assert task.lease_until_ms is None and task.worker_id.startswith("worker_")
     (crashed,) = rows([crash])
     assert crashed.status == "failed"
+    # details: the raised class and its traceback (docs/django-tasks.md)
+    crash_details = crashed.error["details"]
+    assert crash_details.pop("exception_class_path") == "builtins.RuntimeError"
+    assert crash_details.pop("traceback").rstrip().endswith("RuntimeError: kaput")
     assert crashed.error == {
         "type": "RuntimeError",
         "code": "handler_error",
@@ -60,6 +64,9 @@ def test_results_errors_and_burst_exit(cairnq_db: Any, start_worker: Any) -> Non
         "failed",
         1,
     )  # not retryable despite 5 attempts
+    rejected_details = rejected.error["details"]
+    assert rejected_details.pop("exception_class_path") == "cairnq_django.exceptions.TaskError"
+    assert "input rejected" in rejected_details.pop("traceback")
     assert rejected.error == {
         "type": "InputError",
         "code": "bad_input",
