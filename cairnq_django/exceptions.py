@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.core.exceptions import ImproperlyConfigured
 from django.db import OperationalError
 
 
@@ -124,8 +125,17 @@ class UnknownTask(CairnQError, LookupError):
     """A task name that no installed app registered."""
 
 
-class SchemaNotInstalled(CairnQError):
-    """The cairnq tables are missing: ``manage.py migrate cairnq`` has not run."""
+class SchemaNotInstalled(CairnQError, ImproperlyConfigured):
+    """The cairnq tables are missing: ``manage.py migrate cairnq`` has not run.
+
+    Also Django's ``ImproperlyConfigured``: the fix is a setup step, not a retry.
+    """
+
+    def __init__(self, alias: str) -> None:
+        super().__init__(
+            f"the cairnq tables are missing from database {alias!r}; run manage.py migrate cairnq"
+        )
+        self.alias = alias
 
 
 class DatabaseFull(CairnQError, OperationalError):
