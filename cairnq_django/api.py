@@ -26,6 +26,7 @@ from .conf import get_config
 from .exceptions import PayloadTooLarge, SchemaNotInstalled, TaskCanceled, TaskFailed
 from .missing_schema import is_missing_table
 from .payload import encode_object
+from .unknown_tasks import judge, judged
 
 if TYPE_CHECKING:
     from .models import Task
@@ -297,6 +298,7 @@ def submit(
         parent_id=parent_id,
         root_id=root_id,
     )
+    judge(spec.name)
     store = _store()
     _pass_gate(store, [spec])
     row = store.submit(spec)
@@ -390,7 +392,7 @@ def submit_many(items: Iterable[Any], **common: Any) -> builtins.list[Task]:
     """
     _check_many_options(common)
     store = _store()
-    rows = store.submit_many(_gated_specs(store, _specs_for_many(items, common)))
+    rows = store.submit_many(_gated_specs(store, judged(_specs_for_many(items, common))))
     _announce(store, rows)
     return rows
 
@@ -614,6 +616,7 @@ async def asubmit(
 ) -> Task:
     """Async ``submit``; a full queue is waited out with ``asyncio.sleep``."""
     spec = build_spec(name, payload, **options)
+    judge(spec.name)
     store = await _async(_store)()
     await _apass_gate(store, [spec])
 
@@ -629,7 +632,7 @@ async def asubmit(
 async def asubmit_many(items: Iterable[Any], **common: Any) -> builtins.list[Task]:
     """Async ``submit_many``."""
     _check_many_options(common)
-    specs: Iterable[SubmitSpec] = _specs_for_many(items, common)
+    specs: Iterable[SubmitSpec] = judged(_specs_for_many(items, common))
     store = await _async(_store)()
     if backpressure.configured(get_config()):
         # As _gated_specs, with the gate's async wait.

@@ -122,7 +122,15 @@ class PayloadTooLarge(CairnQError, ValueError):
 
 
 class UnknownTask(CairnQError, LookupError):
-    """A task name that no installed app registered."""
+    """A task name that no installed app declares (``CAIRNQ["UNKNOWN_TASKS"] = "raise"``); nothing was enqueued."""
+
+    def __init__(self, name: str, message: str | None = None) -> None:
+        super().__init__(message or f"no installed app declares a task named {name!r}")
+        self.name = name
+
+
+class UnknownTaskWarning(UserWarning):
+    """A task name that no installed app declares was enqueued (``CAIRNQ["UNKNOWN_TASKS"] = "warn"``)."""
 
 
 class SchemaNotInstalled(CairnQError, ImproperlyConfigured):
