@@ -74,9 +74,9 @@ def scratch_database() -> Iterator[dict[str, Any] | None]:
 class FreshProject:
     """``manage.py`` of a fresh project, run as subprocesses."""
 
-    def __init__(self, root: Path, database: dict[str, Any] | None) -> None:
+    def __init__(self, root: Path, database: dict[str, Any] | None, name: str = "mysite") -> None:
         self.root = root
-        self.settings = root / "mysite" / "settings.py"
+        self.settings = root / name / "settings.py"
         self.env = {
             key: value
             for key, value in os.environ.items()
@@ -121,11 +121,11 @@ class FreshProject:
         return self.manage("shell", "--no-imports", "-c", code, timeout=timeout)
 
 
-def start_project(directory: Path, database: dict[str, Any] | None) -> FreshProject:
-    """Run ``django-admin startproject mysite`` in ``directory``; return its runner."""
+def start_project(directory: Path, database: dict[str, Any] | None, name: str = "mysite") -> FreshProject:
+    """Run ``django-admin startproject <name>`` in ``directory``; return its runner."""
     directory.mkdir(parents=True, exist_ok=True)
     subprocess.run(
-        [sys.executable, "-m", "django", "startproject", "mysite", str(directory)],
+        [sys.executable, "-m", "django", "startproject", name, str(directory)],
         check=True, capture_output=True, timeout=60,
     )
-    return FreshProject(directory, database)
+    return FreshProject(directory, database, name)
