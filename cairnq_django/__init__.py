@@ -67,6 +67,7 @@ from .exceptions import (
     TaskFailed,
     TaskTimeout,
     UnknownTask,
+    UnknownTaskWarning,
 )
 
 if TYPE_CHECKING:
@@ -155,5 +156,6 @@ __all__ = [
     "DatabaseFull",
     "PayloadTooLarge",
     "UnknownTask",
+    "UnknownTaskWarning",
     "SchemaNotInstalled",
 ]

@@ -13,17 +13,26 @@ This module must stay importable before the app registry is ready (the package
 from __future__ import annotations
 
 import builtins
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+import functools
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from asgiref.sync import sync_to_async
-from django.db import connections, transaction
+from django.db import DatabaseError, connections, transaction
 
 from . import _wait, backpressure, signals
 from ._wait import TaskRef
 from .conf import get_config
-from .exceptions import PayloadTooLarge, SerializationError, TaskCanceled, TaskFailed
+from .exceptions import (
+    PayloadTooLarge,
+    SchemaNotInstalled,
+    SerializationError,
+    TaskCanceled,
+    TaskFailed,
+)
+from .missing_schema import is_missing_table
 from .payload import Undecodable, encode_object
+from .unknown_tasks import judge, judged
 
 if TYPE_CHECKING:
     from .models import Task
@@ -56,6 +65,41 @@ def _store() -> Store:
     from .store import get_store
 
     return get_store()
+
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _needs_schema(fn: Callable[P, R]) -> Callable[P, R]:
+    """Raise ``SchemaNotInstalled`` (one line: what to run) where ``fn`` meets missing tables."""
+
+    @functools.wraps(fn)
+    def call(*args: P.args, **kwargs: P.kwargs) -> R:
+        # A bare try: nothing is paid on the path that succeeds.
+        try:
+            return fn(*args, **kwargs)
+        except DatabaseError as exc:
+            if is_missing_table(exc):
+                raise SchemaNotInstalled(get_config()["DATABASE"]) from exc
+            raise
+
+    return call
+
+
+def _aneeds_schema(fn: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
+    """``_needs_schema`` for a coroutine function."""
+
+    @functools.wraps(fn)
+    async def call(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return await fn(*args, **kwargs)
+        except DatabaseError as exc:
+            if is_missing_table(exc):
+                raise SchemaNotInstalled(get_config()["DATABASE"]) from exc
+            raise
+
+    return call
 
 
 # ---------------------------------------------------------------- validation
@@ -222,6 +266,7 @@ def _announce(store: Store, rows: Sequence[Task]) -> None:
 
 
 # ---------------------------------------------------------------- submit
+@_needs_schema
 def submit(
     name: str,
     payload: dict[str, Any] | None = None,
@@ -259,6 +304,7 @@ def submit(
         parent_id=parent_id,
         root_id=root_id,
     )
+    judge(spec.name)
     store = _store()
     _pass_gate(store, [spec])
     row = store.submit(spec)
@@ -340,6 +386,7 @@ def _gated_specs(store: Store, specs: Iterable[SubmitSpec]) -> Iterable[SubmitSp
     return listed
 
 
+@_needs_schema
 def submit_many(items: Iterable[Any], **common: Any) -> builtins.list[Task]:
     """Enqueue many tasks in one transaction; return their rows in input order.
 
@@ -351,17 +398,19 @@ def submit_many(items: Iterable[Any], **common: Any) -> builtins.list[Task]:
     """
     _check_many_options(common)
     store = _store()
-    rows = store.submit_many(_gated_specs(store, _specs_for_many(items, common)))
+    rows = store.submit_many(_gated_specs(store, judged(_specs_for_many(items, common))))
     _announce(store, rows)
     return rows
 
 
 # ---------------------------------------------------------------- reads
+@_needs_schema
 def get(task_id: str) -> Task | None:
     """Return the task with this id, or None."""
     return _store().get(task_id)
 
 
+@_needs_schema
 def get_by_key(key: str) -> Task | None:
     """Return the task the key currently points at, or None."""
     return _store().get_by_key(key)
@@ -371,16 +420,19 @@ def _ref(answer: tuple[str, str] | None) -> TaskRef | None:
     return None if answer is None else TaskRef(*answer)
 
 
+@_needs_schema
 def get_status(task_id: str) -> TaskRef | None:
     """Return ``(id, status)`` without the payload: the cheap polling read."""
     return _ref(_store().get_status(task_id))
 
 
+@_needs_schema
 def get_status_by_key(key: str) -> TaskRef | None:
     """Return ``(id, status)`` of the task the key points at now, or None."""
     return _ref(_store().get_status_by_key(key))
 
 
+@_needs_schema
 def list_tasks(
     *,
     status: str | None = None,
@@ -409,11 +461,13 @@ def list_tasks(
     )
 
 
+@_needs_schema
 def stats(queue: str | None = None) -> dict[str, dict[str, int]]:
     """Return ``{queue: {status: count}}`` with all five statuses present."""
     return _store().stats(queue)
 
 
+@_needs_schema
 def queue_depth(queue: str, max_depth: int) -> int:
     """Return how many more tasks fit on ``queue`` under ``max_depth`` (0 when full)."""
     _require_int(max_depth, "max_depth", 0)
@@ -421,6 +475,7 @@ def queue_depth(queue: str, max_depth: int) -> int:
 
 
 # ---------------------------------------------------------------- writes
+@_needs_schema
 def cancel(task_id: str) -> Task | None:
     """Cancel a live task: a queued one ends now, a running one is asked to stop.
 
@@ -429,21 +484,25 @@ def cancel(task_id: str) -> Task | None:
     return _store().cancel(task_id)
 
 
+@_needs_schema
 def cancel_by_key(key: str) -> Task | None:
     """Cancel the task the key points at (see ``cancel``)."""
     return _store().cancel_by_key(key)
 
 
+@_needs_schema
 def retry(task_id: str, *, reset_attempt: bool = False) -> Task | None:
     """Re-queue a failed or canceled task under the same id; None otherwise."""
     return _store().retry(task_id, reset_attempt=reset_attempt)
 
 
+@_needs_schema
 def retry_by_key(key: str, *, reset_attempt: bool = False) -> Task | None:
     """Re-queue the failed or canceled task the key points at (see ``retry``)."""
     return _store().retry_by_key(key, reset_attempt=reset_attempt)
 
 
+@_needs_schema
 def purge(
     *,
     older_than_ms: int = 0,
@@ -462,6 +521,7 @@ def purge(
 
 
 # ---------------------------------------------------------------- wait / call
+@_needs_schema
 def wait(
     task_id: str,
     *,
@@ -487,6 +547,7 @@ def wait(
     )
 
 
+@_needs_schema
 def wait_by_key(
     key: str,
     *,
@@ -572,6 +633,7 @@ def _async(fn: Any) -> Any:
     return sync_to_async(fn, thread_sensitive=True)
 
 
+@_aneeds_schema
 async def asubmit(
     name: str,
     payload: dict[str, Any] | None = None,
@@ -579,6 +641,7 @@ async def asubmit(
 ) -> Task:
     """Async ``submit``; a full queue is waited out with ``asyncio.sleep``."""
     spec = build_spec(name, payload, **options)
+    judge(spec.name)
     store = await _async(_store)()
     await _apass_gate(store, [spec])
 
@@ -590,10 +653,11 @@ async def asubmit(
     return await _async(insert)()
 
 
+@_aneeds_schema
 async def asubmit_many(items: Iterable[Any], **common: Any) -> builtins.list[Task]:
     """Async ``submit_many``."""
     _check_many_options(common)
-    specs: Iterable[SubmitSpec] = _specs_for_many(items, common)
+    specs: Iterable[SubmitSpec] = judged(_specs_for_many(items, common))
     store = await _async(_store)()
     if backpressure.configured(get_config()):
         # As _gated_specs, with the gate's async wait.

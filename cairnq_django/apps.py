@@ -12,8 +12,13 @@ class CairnQConfig(AppConfig):
 
     def ready(self) -> None:
         # Only wiring here: no queries, no threads (see CONVENTIONS 7).
+        from django.db.backends.signals import connection_created
         from django.utils.module_loading import autodiscover_modules
 
         from . import checks, signals  # noqa: F401  (registers checks and receivers)
+        from .sqlite_connection import open_immediate
+
+        # SQLite without a transaction_mode: write transactions take the lock at BEGIN.
+        connection_created.connect(open_immediate, dispatch_uid="cairnq_sqlite_immediate")
 
         autodiscover_modules("tasks")

@@ -4,7 +4,7 @@ Each misconfiguration has a stable id and a hint. The checks read settings
 only; they never open a database connection (CONVENTIONS 7), so they are safe
 in ``manage.py check`` on a machine without the database.
 
-Ids used here: cairnq.E001-E009, E011, E012. ``cairnq.E010`` (a task naming an
+Ids used here: cairnq.E001-E004, W005, E006-E009, E011-E015. ``cairnq.E010`` (a task naming an
 undeclared resource) is registered by the worker's own check module.
 """
 
@@ -22,6 +22,7 @@ from django.db.utils import load_backend
 
 from .backpressure import limit_problems
 from .conf import DEFAULTS
+from .sqlite_connection import WRITE_LOCK_MODES, chosen_transaction_mode
 
 SUPPORTED_VENDORS = ("sqlite", "postgresql")
 
@@ -86,6 +87,32 @@ def check_configuration(app_configs: Any = None, **kwargs: Any) -> list[checks.C
     messages += _check_queues(config)
     messages += _check_schedule()
     messages += _check_retention(config)
+    messages += _check_unknown_tasks(config)
+    return messages
+
+
+def _check_unknown_tasks(config: Mapping[str, Any]) -> list[checks.CheckMessage]:
+    from .unknown_tasks import MODES
+
+    messages: list[checks.CheckMessage] = []
+    mode = config.get("UNKNOWN_TASKS")
+    if mode not in MODES:
+        messages.append(
+            checks.Error(
+                f'CAIRNQ["UNKNOWN_TASKS"] must be one of {", ".join(map(repr, MODES))}, got {mode!r}.',
+                hint='"raise" (the default) suits a project whose own workers run every task; see docs/tasks.md.',
+                id="cairnq.E015",
+            )
+        )
+    foreign = config.get("FOREIGN_TASKS")
+    if not isinstance(foreign, (list, tuple)) or not all(isinstance(p, str) and p for p in foreign):
+        messages.append(
+            checks.Error(
+                f'CAIRNQ["FOREIGN_TASKS"] must be a list of task names or patterns, got {foreign!r}.',
+                hint='For example ["report.build", "ts.*"]: names that other SDKs\' workers run.',
+                id="cairnq.E015",
+            )
+        )
     return messages
 
 
@@ -194,21 +221,22 @@ def _check_database(config: Mapping[str, Any]) -> list[checks.CheckMessage]:
             )
         ]
     if vendor == "sqlite":
-        options = db.get("OPTIONS") or {}
-        mode = options.get("transaction_mode")
-        # EXCLUSIVE also takes the write lock at BEGIN (and equals IMMEDIATE in WAL mode).
-        if not isinstance(mode, str) or mode.upper() not in ("IMMEDIATE", "EXCLUSIVE"):
+        mode = chosen_transaction_mode(db)
+        # Unset: the app opens IMMEDIATE itself (sqlite_connection.py). EXCLUSIVE
+        # also takes the write lock at BEGIN (and equals IMMEDIATE in WAL mode).
+        if mode is not None and (not isinstance(mode, str) or mode.upper() not in WRITE_LOCK_MODES):
             return [
-                checks.Error(
-                    f"SQLite database {alias!r} does not open write transactions "
-                    "with BEGIN IMMEDIATE.",
+                checks.Warning(
+                    f"SQLite database {alias!r} opens write transactions with "
+                    f"BEGIN {str(mode).upper()}, not BEGIN IMMEDIATE.",
                     hint=(
-                        f'Add "transaction_mode": "IMMEDIATE" to DATABASES["{alias}"]["OPTIONS"]. '
-                        "Without it a transaction that reads before it writes (a keyed submit "
-                        "inside atomic(), a claim) fails at once with 'database is locked' "
+                        f'Remove "transaction_mode" from DATABASES["{alias}"]["OPTIONS"] '
+                        '(cairnq then opens IMMEDIATE itself) or set it to "IMMEDIATE". '
+                        "In this mode a transaction that reads before it writes (a keyed "
+                        "submit inside atomic()) fails at once with 'database is locked' "
                         "under concurrency instead of waiting."
                     ),
-                    id="cairnq.E005",
+                    id="cairnq.W005",
                 )
             ]
     return []

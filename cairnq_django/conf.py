@@ -58,6 +58,11 @@ DEFAULTS: dict[str, Any] = {
     # How often a worker looks for queued tasks in its queues that none of its
     # handlers serves, and warns once per name; None turns the check off.
     "UNSERVED_CHECK_INTERVAL_MS": 60_000,
+    # A submit naming a task no installed app declares: "raise" UnknownTask,
+    # "warn" (UnknownTaskWarning, then enqueue) or "allow".
+    "UNKNOWN_TASKS": "raise",
+    # Names (or shell-style patterns) other SDKs' workers run: always allowed.
+    "FOREIGN_TASKS": [],
     # Periodic schedule: {"name": "cron expression"} (see docs/periodic.md).
     "SCHEDULE": {},
 }

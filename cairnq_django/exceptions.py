@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.core.exceptions import ImproperlyConfigured
 from django.db import OperationalError
 
 
@@ -121,11 +122,28 @@ class PayloadTooLarge(CairnQError, ValueError):
 
 
 class UnknownTask(CairnQError, LookupError):
-    """A task name that no installed app registered."""
+    """A task name that no installed app declares (``CAIRNQ["UNKNOWN_TASKS"] = "raise"``); nothing was enqueued."""
+
+    def __init__(self, name: str, message: str | None = None) -> None:
+        super().__init__(message or f"no installed app declares a task named {name!r}")
+        self.name = name
 
 
-class SchemaNotInstalled(CairnQError):
-    """The cairnq tables are missing: ``manage.py migrate cairnq`` has not run."""
+class UnknownTaskWarning(UserWarning):
+    """A task name that no installed app declares was enqueued (``CAIRNQ["UNKNOWN_TASKS"] = "warn"``)."""
+
+
+class SchemaNotInstalled(CairnQError, ImproperlyConfigured):
+    """The cairnq tables are missing: ``manage.py migrate cairnq`` has not run.
+
+    Also Django's ``ImproperlyConfigured``: the fix is a setup step, not a retry.
+    """
+
+    def __init__(self, alias: str) -> None:
+        super().__init__(
+            f"the cairnq tables are missing from database {alias!r}; run manage.py migrate cairnq"
+        )
+        self.alias = alias
 
 
 class DatabaseFull(CairnQError, OperationalError):

@@ -147,7 +147,7 @@ def test_async_gate_waits_on_the_loop_and_raises_queue_full(cairnq_db: Any) -> N
         await cq.asubmit("x", {}, queue="agated")
         return await ticking(cq.asubmit("x", {}, queue="agated"))
 
-    with override_settings(CAIRNQ={"MAX_QUEUE_DEPTH": 1, "MAX_QUEUE_WAIT_MS": 500}):
+    with override_settings(CAIRNQ={"UNKNOWN_TASKS": "allow", "MAX_QUEUE_DEPTH": 1, "MAX_QUEUE_WAIT_MS": 500}):
         error, ticks = run(scenario)
     assert isinstance(error, cq.QueueFull) and error.queue == "agated"
     assert ticks >= 10

@@ -25,7 +25,7 @@ DOCS = Path(__file__).resolve().parent.parent / "docs" / "checks.md"
 
 # The ids this module's checks own; cairnq.E010 (undeclared resource) belongs to
 # the worker's checks and may legitimately fire when RESOURCES is overridden.
-OWN_IDS = {f"cairnq.E{n:03d}" for n in (1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 12, 13, 14)}
+OWN_IDS = {f"cairnq.E{n:03d}" for n in (1, 2, 3, 4, 6, 7, 8, 9, 11, 12, 13, 14, 15)} | {"cairnq.W005"}
 
 
 def cairnq_messages() -> list[checks.CheckMessage]:
@@ -91,15 +91,23 @@ def test_postgresql_without_psycopg_is_e003(monkeypatch: pytest.MonkeyPatch) -> 
         assert ids({"DATABASE": "pg"}) == ["cairnq.E003"]
 
 
-def test_sqlite_without_immediate_transactions_is_e005(tmp_path: Path) -> None:
+def test_sqlite_transaction_mode_unset_is_fine_and_deferred_is_w005(tmp_path: Path) -> None:
     plain = {"ENGINE": "django.db.backends.sqlite3", "NAME": str(tmp_path / "x.sqlite3")}
-    with databases({"default": {**settings.DATABASES["default"]}, "lite": plain}):
-        assert ids({"DATABASE": "lite"}) == ["cairnq.E005"]
     deferred = {**plain, "OPTIONS": {"transaction_mode": "DEFERRED"}}
     immediate = {**plain, "OPTIONS": {"transaction_mode": "immediate"}}
-    with databases({"default": {**settings.DATABASES["default"]}, "lite": deferred, "ok": immediate}):
-        assert ids({"DATABASE": "lite"}) == ["cairnq.E005"]
+    exclusive = {**plain, "OPTIONS": {"transaction_mode": "EXCLUSIVE"}}
+    with databases(
+        {"default": {**settings.DATABASES["default"]}, "lite": plain, "deferred": deferred, "ok": immediate, "x": exclusive}
+    ):
+        # Unset (startproject's default): the app opens IMMEDIATE itself, nothing to report.
+        assert ids({"DATABASE": "lite"}) == []
+        assert ids({"DATABASE": "deferred"}) == ["cairnq.W005"]
         assert ids({"DATABASE": "ok"}) == []
+        assert ids({"DATABASE": "x"}) == []
+        with override_settings(CAIRNQ={**settings.CAIRNQ, "DATABASE": "deferred"}):
+            [warning] = [m for m in check_configuration() if m.id == "cairnq.W005"]
+        # A warning: migrate and the worker still run on these settings.
+        assert warning.level == checks.WARNING and not warning.is_serious()
 
 
 @pytest.mark.django_db

@@ -324,7 +324,7 @@ def test_f14a_sqlite_contention_web_process_and_two_workers(
     figures.update(faults="2 producers + admin reads + 8 s read txn vs 2 workers", why="")
 
 
-def test_f14b_transaction_mode_unset_is_a_check_error(dialect: str, figures: dict[str, Any]) -> None:
+def test_f14b_transaction_mode_unset_opens_immediate(dialect: str, figures: dict[str, Any]) -> None:
     if dialect != "sqlite":
         pytest.skip("SQLite configuration check")
     import warnings
@@ -335,16 +335,20 @@ def test_f14b_transaction_mode_unset_is_a_check_error(dialect: str, figures: dic
     from cairnq_django.checks import _check_database
 
     plain = {"ENGINE": "django.db.backends.sqlite3", "NAME": "/tmp/cairnq-faults-x.sqlite3"}
-    databases = {"default": settings.DATABASES["default"], "lite": plain}
+    deferred = {**plain, "OPTIONS": {"transaction_mode": "DEFERRED"}}
+    databases = {"default": settings.DATABASES["default"], "lite": plain, "deferred": deferred}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # overriding DATABASES warns; only the check reads it
         with override_settings(DATABASES=databases):
-            messages = _check_database({"DATABASE": "lite"})
-    found = [m for m in messages if m.id == "cairnq.E005"]
+            # Unset: the app opens IMMEDIATE itself (tests/test_first_run.py runs it).
+            assert _check_database({"DATABASE": "lite"}) == []
+            messages = _check_database({"DATABASE": "deferred"})
+    found = [m for m in messages if m.id == "cairnq.W005"]
     assert found, messages
-    assert '"transaction_mode": "IMMEDIATE"' in (found[0].hint or "")
-    # tests/test_checks.py pins the DEFERRED / lower-case variants of the same check.
-    figures.update(faults="transaction_mode unset")
+    assert not found[0].is_serious()
+    assert '"IMMEDIATE"' in (found[0].hint or "")
+    # tests/test_checks.py pins the lower-case and EXCLUSIVE variants of the same check.
+    figures.update(faults="transaction_mode unset / DEFERRED")
 
 
 # ---- F14c: the SQLite file's disk fills up -------------------------------------------

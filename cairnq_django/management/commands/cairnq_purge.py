@@ -68,9 +68,14 @@ class Command(BaseCommand):
         parser.add_argument("--dry-run", action="store_true", help="Count what would be deleted; delete nothing.")
 
     def handle(self, *args: Any, **options: Any) -> None:
+        from ...missing_schema import command_schema_required
         from ...store import get_store
 
         store = get_store()
+        with command_schema_required(store.alias):
+            self._purge(store, options)
+
+    def _purge(self, store: Any, options: dict[str, Any]) -> None:
         statuses: list[str | None] = sorted(set(options["status"])) if options["status"] else [None]
         rules = [
             PurgeRule(options["older_than"], status=status, queue=options["queue"], name=options["name"])

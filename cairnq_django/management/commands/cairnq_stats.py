@@ -25,9 +25,12 @@ class Command(BaseCommand):
         parser.add_argument("--json", action="store_true", help='Print {"queue": {"status": count}} as JSON.')
 
     def handle(self, *args: Any, **options: Any) -> None:
+        from ...missing_schema import command_schema_required
         from ...store import get_store
 
-        stats = get_store().stats(queue=options["queue"])
+        store = get_store()
+        with command_schema_required(store.alias):
+            stats = store.stats(queue=options["queue"])
         if options["json"]:
             self.stdout.write(json.dumps(stats, sort_keys=True))
             return

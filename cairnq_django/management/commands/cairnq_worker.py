@@ -18,6 +18,9 @@ from django.db import DEFAULT_DB_ALIAS, OperationalError, connections
 
 _MIGRATE_HINT = "run manage.py migrate cairnq"
 
+# The worker's own handler, when the project logs "cairnq_django" nowhere.
+_LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
 
 def _int(minimum: int, what: str = "an integer") -> Any:
     def parse(text: str) -> int:
@@ -274,12 +277,46 @@ class Command(BaseCommand):
                 "worker stopped to be restarted (see the log)", returncode=code
             )
 
+    def execute(self, *args: Any, **options: Any) -> Any:
+        try:
+            return super().execute(*args, **options)
+        finally:
+            # Undo _configure_logging: a worker run in-process (call_command)
+            # must not leave its handler or level behind.
+            restore = getattr(self, "_restore_logging", None)
+            if restore is not None:
+                restore()
+
     def _configure_logging(self, verbosity: int) -> None:
+        """Make the worker's log visible at ``-v 1`` (INFO) and ``-v 2`` (DEBUG, per claim).
+
+        A project that routes "cairnq_django" (or any logger above it, the
+        root included) somewhere keeps its handlers and formats; only the level
+        follows ``-v``. A project with no such handler (Django's default
+        LOGGING) gets one on this command's stderr, so nothing prints twice
+        either way.
+        """
         logger = logging.getLogger("cairnq_django")
+        level = logger.level
+        handler: logging.Handler | None = None
+        if not logger.hasHandlers():
+            # The wrapped stream: OutputWrapper would style each line as an error.
+            handler = logging.StreamHandler(getattr(self.stderr, "_out", self.stderr))
+            handler.setFormatter(logging.Formatter(_LOG_FORMAT))
+            logger.addHandler(handler)
+            if verbosity == 1:
+                logger.setLevel(logging.INFO)
         if verbosity == 0:
             logger.setLevel(logging.WARNING)
         elif verbosity >= 2:
             logger.setLevel(logging.DEBUG)
+
+        def restore() -> None:
+            logger.setLevel(level)
+            if handler is not None:
+                logger.removeHandler(handler)
+
+        self._restore_logging = restore
 
     def _run_checks(self, resources: dict[str, int]) -> None:
         problems = [

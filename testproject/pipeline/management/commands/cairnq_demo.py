@@ -33,6 +33,11 @@ def _document(rng: random.Random, number: int) -> dict[str, Any]:
     return {"doc_id": f"doc-{number:04d}", "title": f"Document {number}", "text": text}
 
 
+# The printed way to the admin. The project runs with DEBUG off, and then
+# runserver serves no static files: the admin would come up unstyled.
+RUNSERVER = "DJANGO_DEBUG=1 .venv/bin/python manage.py runserver"
+
+
 class Command(BaseCommand):
     help = "Run the demo pipeline (parse -> embed -> index) with a real cairnq worker."
 
@@ -105,8 +110,8 @@ class Command(BaseCommand):
         if not User.objects.filter(username="admin").exists():
             User.objects.create_superuser("admin", "admin@example.com", "admin")
         self.stdout.write(
-            "\nLook at what happened in the admin:\n"
-            "  .venv/bin/python manage.py runserver\n"
+            "\nLook at what happened in the admin (DEBUG on, so runserver serves its CSS):\n"
+            f"  {RUNSERVER}\n"
             "  open http://127.0.0.1:8000/admin/cairnq/task/  (user admin, password admin;\n"
             "  a local demo account on the demo database only)\n"
             f"Worker log: {log_path}"

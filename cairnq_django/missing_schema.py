@@ -1,0 +1,58 @@
+"""Tell "the cairnq tables are missing" from any other database error.
+
+Before ``manage.py migrate cairnq`` the first statement on the queue database
+fails deep in the driver ("no such table: cairnq_tasks" on SQLite,
+``UndefinedTable`` on PostgreSQL). ``schema_required`` turns exactly that
+error into ``SchemaNotInstalled``, one line that says what to run; every
+other error passes through untouched.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from django.db import DatabaseError
+
+from .exceptions import SchemaNotInstalled
+
+TABLES = ("cairnq_tasks", "cairnq_task_keys", "cairnq_meta", "cairnq_migrations")
+
+# PostgreSQL's SQLSTATE for a relation that does not exist.
+_UNDEFINED_TABLE = "42P01"
+
+
+def is_missing_table(exc: BaseException) -> bool:
+    """True when ``exc`` says one of the cairnq tables does not exist."""
+    if not isinstance(exc, DatabaseError):
+        return False
+    text = str(exc)
+    if not any(table in text for table in TABLES):
+        return False
+    # Django chains the driver's error: psycopg carries the SQLSTATE.
+    if getattr(exc.__cause__, "sqlstate", None) == _UNDEFINED_TABLE:
+        return True
+    return "no such table" in text.lower()
+
+
+@contextmanager
+def schema_required(alias: str) -> Iterator[None]:
+    """Raise ``SchemaNotInstalled`` for ``alias`` when the block meets missing cairnq tables."""
+    try:
+        yield
+    except DatabaseError as exc:
+        if is_missing_table(exc):
+            raise SchemaNotInstalled(alias) from exc
+        raise
+
+
+@contextmanager
+def command_schema_required(alias: str) -> Iterator[None]:
+    """``schema_required`` for a management command: a ``CommandError``, so no traceback."""
+    from django.core.management.base import CommandError
+
+    try:
+        with schema_required(alias):
+            yield
+    except SchemaNotInstalled as exc:
+        raise CommandError(str(exc)) from exc
