@@ -7,7 +7,7 @@ function may move: the name is what is stored in every row.
 
 Options are validated at decoration, so a mistake fails at import with a
 message naming the option. Whether a ``resource`` is declared is only known
-once settings are read; the system check ``cairnq.E010`` and the worker's
+once settings are read; the system check ``cairnq.W010`` and the worker's
 start-up report an undeclared one.
 """
 
