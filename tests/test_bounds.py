@@ -384,3 +384,19 @@ def test_resource_declared_only_on_the_worker_passes_check_and_migrate(subproces
     # ... and starts with --resource, as docs/deployment.md suggests per host.
     started = _manage(subprocess_env, "cairnq_worker", "--burst", "--resource", "gpu=2", overrides=host)
     assert started.returncode == 0, started.stderr
+
+
+def test_task_decorator_refuses_what_submit_would() -> None:
+    from cairnq_django.registry import TaskDefinitionError, unregister
+
+    for options, label in (
+        ({"priority": INT4_MAX + 1}, "priority"),
+        ({"priority": INT4_MIN - 1}, "priority"),
+        ({"max_attempts": INT4_MAX + 1}, "max_attempts"),
+        ({"queue": "q\ud800"}, "queue"),
+    ):
+        with pytest.raises(TaskDefinitionError, match=label):
+            cq.task("bounds.decorated", **options)(lambda ctx, payload: None)
+    defined = cq.task("bounds.decorated", priority=INT4_MIN, max_attempts=INT4_MAX)(lambda ctx, payload: None)
+    assert (defined.priority, defined.max_attempts) == (INT4_MIN, INT4_MAX)
+    unregister("bounds.decorated")
