@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from . import bounds
 from .exceptions import TaskTimeout
 
 if TYPE_CHECKING:
@@ -45,12 +46,13 @@ def next_interval(current_ms: int, max_ms: int) -> int:
 
 
 def validate(timeout: float | None, poll_ms: int, max_poll_ms: int) -> None:
-    """Reject wait arguments that would spin or never sleep."""
-    if timeout is not None and (not isinstance(timeout, (int, float)) or timeout < 0):
-        raise ValueError(f"timeout must be None or a number >= 0, got {timeout!r}")
-    for label, value in (("poll_ms", poll_ms), ("max_poll_ms", max_poll_ms)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{label} must be an int >= 1, got {value!r}")
+    """Reject wait arguments that would spin, never sleep or never end (NaN)."""
+    if timeout is not None:
+        problem = bounds.seconds_problem(timeout)
+        if problem is not None:
+            raise ValueError(f"timeout must be None (wait forever) or {problem.removeprefix('must be ')}")
+    bounds.POLL_MS.check(poll_ms, "poll_ms")
+    bounds.POLL_MS.check(max_poll_ms, "max_poll_ms")
 
 
 @dataclass

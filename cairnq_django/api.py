@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 from asgiref.sync import sync_to_async
 from django.db import DatabaseError, connections, transaction
 
-from . import _wait, backpressure, signals
+from . import _wait, backpressure, bounds, signals
 from ._wait import TaskRef
 from .conf import get_config
 from .exceptions import (
@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from .store.base import Store, SubmitSpec
 
 # Longest name, queue, key or correlation id submit accepts, in UTF-8 bytes.
-MAX_TEXT_BYTES = 1024
+MAX_TEXT_BYTES = bounds.MAX_TEXT_BYTES
 
 CONFLICTS = ("reuse", "reuse-succeeded", "reject", "replace")
 STATUSES = ("queued", "running", "succeeded", "failed", "canceled")
@@ -103,28 +103,29 @@ def _aneeds_schema(fn: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
 
 
 # ---------------------------------------------------------------- validation
-def _require_text(value: Any, label: str, *, optional: bool = False) -> None:
-    if value is None and optional:
-        return
-    if not isinstance(value, str) or not value:
-        raise ValueError(f"{label} must be a non-empty string, got {value!r}")
-    if "\x00" in value:
-        # PostgreSQL text cannot hold NUL (SQLite can): refuse it on both alike.
-        raise ValueError(f"{label} must not contain NUL (\\x00), got {value[:80]!r}")
-    if len(value) > MAX_TEXT_BYTES // 4 and len(value.encode("utf-8")) > MAX_TEXT_BYTES:
-        # PostgreSQL refuses longer values where they are indexed (a b-tree
-        # entry tops out near 2.7 kB) or announced (NOTIFY carries the queue).
-        raise ValueError(
-            f"{label} must be at most {MAX_TEXT_BYTES} bytes of UTF-8, got "
-            f"{len(value.encode('utf-8'))} bytes starting {value[:40]!r}"
-        )
+# Text rules (non-empty, no NUL, no lone surrogate, at most MAX_TEXT_BYTES)
+# and integer ranges live in ``bounds``, shared with the commands and checks.
+_require_text = bounds.check_text
 
 
-def _require_int(value: Any, label: str, minimum: int | None = None) -> None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"{label} must be an int, got {value!r}")
-    if minimum is not None and value < minimum:
-        raise ValueError(f"{label} must be >= {minimum}, got {value!r}")
+def _require_texts(**values: Any) -> None:
+    """Check optional text arguments (filters, ids): None passes, anything else must be storable text."""
+    for label, value in values.items():
+        if value is not None:
+            bounds.check_text(value, label)
+
+
+# The rule of each submit option that has one, for submit_many's shared options.
+_OPTION_RULES: dict[str, Any] = {
+    "priority": bounds.PRIORITY.check,
+    "max_attempts": bounds.MAX_ATTEMPTS.check,
+    "delay_ms": bounds.DELAY_MS.check,
+    "queue": bounds.check_text,
+    "key": lambda value, label: bounds.check_text(value, label, optional=True),
+    "correlation_id": lambda value, label: bounds.check_text(value, label, optional=True),
+    "parent_id": lambda value, label: bounds.check_text(value, label, optional=True),
+    "root_id": lambda value, label: bounds.check_text(value, label, optional=True),
+}
 
 
 def _require_status(status: Any, label: str = "status", allowed: Sequence[str] = STATUSES) -> None:
@@ -166,11 +167,11 @@ def build_spec(
 
     if conflict not in CONFLICTS:
         raise ValueError(f"conflict must be one of {', '.join(CONFLICTS)}; got {conflict!r}")
-    _require_int(max_attempts, "max_attempts", 1)
-    _require_int(delay_ms, "delay_ms", 0)
+    bounds.MAX_ATTEMPTS.check(max_attempts, "max_attempts")
+    bounds.DELAY_MS.check(delay_ms, "delay_ms")
     _require_text(name, "name")
     _require_text(queue, "queue")
-    _require_int(priority, "priority")
+    bounds.PRIORITY.check(priority, "priority")
     _require_text(key, "key", optional=True)
     for label, value in (
         ("correlation_id", correlation_id),
@@ -316,6 +317,12 @@ def _check_many_options(common: Mapping[str, Any]) -> None:
     unknown = set(common) - set(SUBMIT_OPTIONS)
     if unknown:
         raise TypeError(f"submit_many() got unexpected options: {', '.join(sorted(unknown))}")
+    # Checked here as well as per item: a bad shared option is refused even
+    # when there are no items, or when every item overrides it.
+    for option, value in common.items():
+        rule = _OPTION_RULES.get(option)
+        if rule is not None:
+            rule(value, option)
 
 
 def _specs_for_many(items: Iterable[Any], common: Mapping[str, Any]) -> Iterator[SubmitSpec]:
@@ -407,12 +414,14 @@ def submit_many(items: Iterable[Any], **common: Any) -> builtins.list[Task]:
 @_needs_schema
 def get(task_id: str) -> Task | None:
     """Return the task with this id, or None."""
+    _require_text(task_id, "task_id")
     return _store().get(task_id)
 
 
 @_needs_schema
 def get_by_key(key: str) -> Task | None:
     """Return the task the key currently points at, or None."""
+    _require_text(key, "key")
     return _store().get_by_key(key)
 
 
@@ -423,12 +432,14 @@ def _ref(answer: tuple[str, str] | None) -> TaskRef | None:
 @_needs_schema
 def get_status(task_id: str) -> TaskRef | None:
     """Return ``(id, status)`` without the payload: the cheap polling read."""
+    _require_text(task_id, "task_id")
     return _ref(_store().get_status(task_id))
 
 
 @_needs_schema
 def get_status_by_key(key: str) -> TaskRef | None:
     """Return ``(id, status)`` of the task the key points at now, or None."""
+    _require_text(key, "key")
     return _ref(_store().get_status_by_key(key))
 
 
@@ -448,8 +459,9 @@ def list_tasks(
     Exported as ``cairnq_django.list``.
     """
     _require_status(status)
-    _require_int(limit, "limit", 0)
-    _require_int(offset, "offset", 0)
+    bounds.LIST_LIMIT.check(limit, "limit")
+    bounds.OFFSET.check(offset, "offset")
+    _require_texts(queue=queue, name=name, root_id=root_id, correlation_id=correlation_id)
     return _store().list(
         status=status,
         queue=queue,
@@ -464,13 +476,15 @@ def list_tasks(
 @_needs_schema
 def stats(queue: str | None = None) -> dict[str, dict[str, int]]:
     """Return ``{queue: {status: count}}`` with all five statuses present."""
+    _require_texts(queue=queue)
     return _store().stats(queue)
 
 
 @_needs_schema
 def queue_depth(queue: str, max_depth: int) -> int:
     """Return how many more tasks fit on ``queue`` under ``max_depth`` (0 when full)."""
-    _require_int(max_depth, "max_depth", 0)
+    _require_text(queue, "queue")
+    bounds.MAX_DEPTH.check(max_depth, "max_depth")
     return _store().queue_depth(queue, max_depth)
 
 
@@ -481,24 +495,28 @@ def cancel(task_id: str) -> Task | None:
 
     Returns the updated row, or None when the task is terminal or missing.
     """
+    _require_text(task_id, "task_id")
     return _store().cancel(task_id)
 
 
 @_needs_schema
 def cancel_by_key(key: str) -> Task | None:
     """Cancel the task the key points at (see ``cancel``)."""
+    _require_text(key, "key")
     return _store().cancel_by_key(key)
 
 
 @_needs_schema
 def retry(task_id: str, *, reset_attempt: bool = False) -> Task | None:
     """Re-queue a failed or canceled task under the same id; None otherwise."""
+    _require_text(task_id, "task_id")
     return _store().retry(task_id, reset_attempt=reset_attempt)
 
 
 @_needs_schema
 def retry_by_key(key: str, *, reset_attempt: bool = False) -> Task | None:
     """Re-queue the failed or canceled task the key points at (see ``retry``)."""
+    _require_text(key, "key")
     return _store().retry_by_key(key, reset_attempt=reset_attempt)
 
 
@@ -512,9 +530,10 @@ def purge(
     limit: int = 1000,
 ) -> builtins.list[str]:
     """Delete up to ``limit`` terminal tasks finished over ``older_than_ms`` ago; return their ids."""
-    _require_int(older_than_ms, "older_than_ms", 0)
-    _require_int(limit, "limit", 1)
+    bounds.AGE_MS.check(older_than_ms, "older_than_ms")
+    bounds.PURGE_LIMIT.check(limit, "limit")
     _require_status(status, allowed=TERMINAL)
+    _require_texts(queue=queue, name=name)
     return _store().purge(
         older_than_ms=older_than_ms, queue=queue, status=status, name=name, limit=limit
     )
@@ -535,6 +554,7 @@ def wait(
     ``TaskTimeout`` (with ``task_id`` and a ``snapshot`` of the row); the task
     itself is not touched and keeps running.
     """
+    _require_text(task_id, "task_id")
     store = _store()
     return _wait.poll(
         lambda: _ref(store.get_status(task_id)),
@@ -560,6 +580,7 @@ def wait_by_key(
     A key that names nothing yet is simply not finished, and a ``replace``
     during the wait moves the wait onto the new task.
     """
+    _require_text(key, "key")
     store = _store()
     return _wait.poll(
         lambda: _ref(store.get_status_by_key(key)),

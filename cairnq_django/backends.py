@@ -36,6 +36,7 @@ from django.db import connections, transaction
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
+from . import bounds
 from .api import CONFLICTS
 
 if TYPE_CHECKING:
@@ -170,10 +171,11 @@ def _validate_options(task: Any) -> None:
         value = options[option]
         if value is not None and (not isinstance(value, str) or not value.strip()):
             raise InvalidTask(f"{option} must be a non-empty string, got {value!r}")
-    for option in ("concurrency", "max_attempts"):
+    for option, allowed in (("concurrency", bounds.COUNT), ("max_attempts", bounds.MAX_ATTEMPTS)):
         value = options[option]
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-            raise InvalidTask(f"{option} must be an integer >= 1, got {value!r}")
+        problem = None if value is None else allowed.problem(value)
+        if problem is not None:
+            raise InvalidTask(f"{option} {problem}")
     key = options["key"]
     if key is not None and not callable(key) and (not isinstance(key, str) or not key):
         raise InvalidTask(f"key must be a non-empty string or a callable, got {key!r}")
@@ -531,11 +533,19 @@ class CairnqBackend(BaseTaskBackend):  # type: ignore[misc,valid-type]
         delay_ms = 0
         if task.run_after is not None:
             delay_ms = max(0, int((task.run_after - timezone.now()).total_seconds() * 1000))
+            if delay_ms > bounds.MAX_DELAY_MS:
+                raise ValueError(
+                    f"run_after must be at most {bounds.MAX_DELAY_MS // 86_400_000} days "
+                    f"ahead, got {task.run_after.isoformat()}"
+                )
+        # The backend's own names for what submit would call queue and priority.
+        bounds.check_text(task.queue_name, "queue_name")
+        bounds.PRIORITY.check(task.priority, "priority")
         row = api.submit(
             task.module_path,
             {"args": args, "kwargs": kwargs},
             queue=task.queue_name,
-            priority=int(task.priority),
+            priority=task.priority,
             max_attempts=options["max_attempts"] or self.max_attempts,
             delay_ms=delay_ms,
             key=key,

@@ -31,6 +31,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.signals import setting_changed
 from django.dispatch import receiver
 
+from . import bounds
 from .exceptions import QueueFull
 
 MAX_GRANT = 64
@@ -56,8 +57,9 @@ def limit_problems(value: Any) -> list[str]:
 
 
 def _is_limit(value: Any) -> bool:
-    # bool is an int subclass; True as a depth limit is always a mistake.
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+    # bool is an int subclass; True as a depth limit is always a mistake. The
+    # upper end is queue_depth's (bigint), so the gate's probe cannot be refused.
+    return bounds.QUEUE_LIMIT.problem(value) is None
 
 
 def configured(config: Mapping[str, Any]) -> bool:

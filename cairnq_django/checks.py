@@ -4,7 +4,7 @@ Each misconfiguration has a stable id and a hint. The checks read settings
 only; they never open a database connection (CONVENTIONS 7), so they are safe
 in ``manage.py check`` on a machine without the database.
 
-Ids used here: cairnq.E001-E004, W005, E006-E009, E011-E015. ``cairnq.E010`` (a task naming an
+Ids used here: cairnq.E001-E004, W005, E006-E009, E011-E015. ``cairnq.W010`` (a task naming an
 undeclared resource) is registered by the worker's own check module.
 """
 
@@ -20,36 +20,31 @@ from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
 from django.db.utils import load_backend
 
+from . import bounds
 from .backpressure import limit_problems
 from .conf import DEFAULTS
 from .sqlite_connection import WRITE_LOCK_MODES, chosen_transaction_mode
 
 SUPPORTED_VENDORS = ("sqlite", "postgresql")
 
-# Numeric settings: (key, minimum, None allowed, int only).
-_NUMBERS: tuple[tuple[str, float, bool, bool], ...] = (
-    ("CONCURRENCY", 1, False, True),
-    ("LEASE_MS", 1, False, True),
-    ("HEARTBEAT_INTERVAL_MS", 1, True, True),
-    ("POLL_INTERVAL_MS", 1, False, True),
-    ("MAX_RUN_MS", 1, True, True),
-    ("CLAIM_BATCH", 1, True, True),
-    ("MAX_IN_FLIGHT_BYTES", 1, True, True),
-    ("MAX_PAYLOAD_BYTES", 1, True, True),
-    ("RETRY_BACKOFF_MS", 0, False, True),
-    ("RETRY_BACKOFF_MAX_MS", 0, False, True),
-    ("DRAIN_TIMEOUT", 0, False, False),
-    ("MAX_QUEUE_WAIT_MS", 0, False, True),
-    ("SQLITE_BUSY_TIMEOUT_MS", 0, False, True),
-    ("RETENTION_INTERVAL_MS", 1, False, True),
-    ("UNSERVED_CHECK_INTERVAL_MS", 1, True, True),
+# Integer settings: (key, allowed range, None allowed). The ranges are the
+# worker flags' (bounds), so a setting and its flag accept the same values.
+_NUMBERS: tuple[tuple[str, bounds.IntRange, bool], ...] = (
+    ("CONCURRENCY", bounds.CONCURRENCY, False),
+    ("LEASE_MS", bounds.LEASE_MS, False),
+    ("HEARTBEAT_INTERVAL_MS", bounds.TIMER_MS, True),
+    ("POLL_INTERVAL_MS", bounds.TIMER_MS, False),
+    ("MAX_RUN_MS", bounds.TIMER_MS, True),
+    ("CLAIM_BATCH", bounds.COUNT, True),
+    ("MAX_IN_FLIGHT_BYTES", bounds.BIG_COUNT, True),
+    ("MAX_PAYLOAD_BYTES", bounds.BIG_COUNT, True),
+    ("RETRY_BACKOFF_MS", bounds.BACKOFF_MS, False),
+    ("RETRY_BACKOFF_MAX_MS", bounds.BACKOFF_MS, False),
+    ("MAX_QUEUE_WAIT_MS", bounds.WAIT_MS, False),
+    ("SQLITE_BUSY_TIMEOUT_MS", bounds.WAIT_MS, False),
+    ("RETENTION_INTERVAL_MS", bounds.TIMER_MS, False),
+    ("UNSERVED_CHECK_INTERVAL_MS", bounds.TIMER_MS, True),
 )
-
-
-def _is_number(value: Any, integral: bool) -> bool:
-    if isinstance(value, bool):
-        return False
-    return isinstance(value, int) if integral else isinstance(value, (int, float))
 
 
 def _user_settings() -> Any:
@@ -243,22 +238,25 @@ def _check_database(config: Mapping[str, Any]) -> list[checks.CheckMessage]:
 
 
 def _check_numbers(config: Mapping[str, Any]) -> list[checks.CheckMessage]:
-    messages: list[checks.CheckMessage] = []
-    for key, minimum, nullable, integral in _NUMBERS:
+    problems: list[tuple[str, str]] = []
+    for key, allowed, nullable in _NUMBERS:
         value: Any = config.get(key)
         if value is None and nullable:
             continue
-        if not _is_number(value, integral) or value < minimum:
-            kind = "an int" if integral else "a number"
-            allowed = f"None or {kind}" if nullable else kind
-            messages.append(
-                checks.Error(
-                    f'CAIRNQ["{key}"] must be {allowed} >= {minimum:g}, got {value!r}.',
-                    hint=f"The default is {DEFAULTS[key]!r}; docs/configuration.md explains it.",
-                    id="cairnq.E006",
-                )
-            )
-    return messages
+        problem = allowed.problem(value)
+        if problem is not None:
+            problems.append((key, f"{problem} (or None)" if nullable else problem))
+    drain = bounds.seconds_problem(config.get("DRAIN_TIMEOUT"))
+    if drain is not None:
+        problems.append(("DRAIN_TIMEOUT", drain))
+    return [
+        checks.Error(
+            f'CAIRNQ["{key}"] {problem}.',
+            hint=f"The default is {DEFAULTS[key]!r}; docs/configuration.md explains it.",
+            id="cairnq.E006",
+        )
+        for key, problem in problems
+    ]
 
 
 def effective_heartbeat_ms(config: Mapping[str, Any]) -> int:
@@ -266,15 +264,15 @@ def effective_heartbeat_ms(config: Mapping[str, Any]) -> int:
     explicit = config.get("HEARTBEAT_INTERVAL_MS")
     if explicit is not None:
         return int(explicit)
-    return max(50, int(config["LEASE_MS"]) // 3)
+    return max(bounds.MIN_BEAT_MS, int(config["LEASE_MS"]) // 3)
 
 
 def _check_lease(config: Mapping[str, Any]) -> list[checks.CheckMessage]:
     lease: Any = config.get("LEASE_MS")
     beat: Any = config.get("HEARTBEAT_INTERVAL_MS")
-    if not _is_number(lease, True) or lease < 1:
+    if bounds.LEASE_MS.problem(lease) is not None:
         return []  # reported by E006
-    if beat is not None and (not _is_number(beat, True) or beat < 1):
+    if beat is not None and bounds.TIMER_MS.problem(beat) is not None:
         return []  # reported by E006
     heartbeat = effective_heartbeat_ms(config)
     # Three beats per lease leave two to miss (a slow query, a GC pause) before
@@ -307,18 +305,19 @@ def _check_resources(config: Mapping[str, Any]) -> list[checks.CheckMessage]:
         ]
     messages: list[checks.CheckMessage] = []
     for name, capacity in resources.items():
-        if not isinstance(name, str) or not name:
+        if bounds.text_problem(name) is not None:
             messages.append(
                 checks.Error(
-                    f'CAIRNQ["RESOURCES"] has a resource name {name!r} that is not a non-empty string.',
+                    f'CAIRNQ["RESOURCES"] has a resource name {name!r} that is not a non-empty string '
+                    "either database can store.",
                     hint="Name resources with strings, as @task(resource=...) does.",
                     id="cairnq.E007",
                 )
             )
-        elif not _is_number(capacity, True) or capacity < 1:
+        elif bounds.COUNT.problem(capacity) is not None:
             messages.append(
                 checks.Error(
-                    f'CAIRNQ["RESOURCES"]["{name}"] must be an int >= 1, got {capacity!r}.',
+                    f'CAIRNQ["RESOURCES"]["{name}"] {bounds.COUNT.problem(capacity)}.',
                     hint="A capacity is how many calls may hold the resource at once.",
                     id="cairnq.E007",
                 )
@@ -342,13 +341,13 @@ def _check_queues(config: Mapping[str, Any]) -> list[checks.CheckMessage]:
     if (
         isinstance(queues, (list, tuple))
         and queues
-        and all(isinstance(q, str) and q for q in queues)
+        and all(bounds.text_problem(q) is None for q in queues)
     ):
         return []
     return [
         checks.Error(
-            f'CAIRNQ["QUEUES"] must be a non-empty list of queue names, got {queues!r}.',
-            hint='For example ["default"].',
+            f'CAIRNQ["QUEUES"] must be a non-empty list of queue names submit accepts, got {queues!r}.',
+            hint='For example ["default"]; a name is non-empty text without NUL, at most 1024 bytes of UTF-8.',
             id="cairnq.E011",
         )
     ]

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from django.db import transaction
 
+from . import bounds
 from .exceptions import LostLease
 from .payload import DEFERRED_SIZE_ATTR, byte_size, encode
 from .worker._envelopes import as_envelope
@@ -308,9 +309,18 @@ class TaskContext:
 
     # ---- owned writes ------------------------------------------------------
     def progress(self, value: float | None, message: str | None = None) -> Task:
-        """Record progress; a None value or message keeps the stored one (protocol 3.11)."""
+        """Record progress; a None value or message keeps the stored one (protocol 3.11).
+
+        ``value`` is a fraction from 0.0 to 1.0 (NaN and infinities are refused:
+        JSON and other SDKs cannot read them back); ``message`` is text either
+        database can store. A refused value raises ``ValueError`` and writes nothing.
+        """
         if value is not None:
-            value = float(value)
+            value = bounds.check_fraction(value, "progress")
+        if message is not None:
+            problem = bounds.storable_problem(message)
+            if problem is not None:
+                raise ValueError(f"progress message {problem}")
         return self._owned(
             lambda: self._store.progress(self.task_id, self._worker_id, value, message)
         )

@@ -7,7 +7,7 @@ function may move: the name is what is stored in every row.
 
 Options are validated at decoration, so a mistake fails at import with a
 message naming the option. Whether a ``resource`` is declared is only known
-once settings are read; the system check ``cairnq.E010`` and the worker's
+once settings are read; the system check ``cairnq.W010`` and the worker's
 start-up report an undeclared one.
 """
 
@@ -20,6 +20,8 @@ from collections.abc import Callable
 from typing import Any, overload
 
 from django.core.exceptions import ImproperlyConfigured
+
+from . import bounds
 
 __all__ = [
     "TaskDefinition",
@@ -52,18 +54,24 @@ def _text(option: str, value: Any) -> str:
         raise TaskDefinitionError(
             f"@task option {option!r} must be a non-empty string, got {value!r}"
         )
-    if "\x00" in value or len(value.encode("utf-8", "replace")) > 1024:
+    if bounds.text_problem(value) is not None:
         raise TaskDefinitionError(
-            f"@task option {option!r} must be at most 1024 bytes of UTF-8 without NUL, "
+            f"@task option {option!r} must be at most 1024 bytes of UTF-8 without NUL or a lone surrogate, "
             f"got {value[:40]!r}{'...' if len(value) > 40 else ''}"
         )
     return value
 
 
-def _int(option: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TaskDefinitionError(f"@task option {option!r} must be an integer, got {value!r}")
-    return value
+def _in_range(allowed: bounds.IntRange) -> Callable[[str, Any], int]:
+    """A check for an option that lands in a column: refused at decoration, not at submit."""
+
+    def check(option: str, value: Any) -> int:
+        problem = allowed.problem(value)
+        if problem is not None:
+            raise TaskDefinitionError(f"@task option {option!r} {problem}")
+        return int(value)
+
+    return check
 
 
 _OPTION_CHECKS: dict[str, Callable[[str, Any], Any]] = {
@@ -71,8 +79,8 @@ _OPTION_CHECKS: dict[str, Callable[[str, Any], Any]] = {
     "resource": _text,
     "batch": _positive_int,
     "concurrency": _positive_int,
-    "max_attempts": _positive_int,
-    "priority": _int,
+    "max_attempts": _in_range(bounds.MAX_ATTEMPTS),
+    "priority": _in_range(bounds.PRIORITY),
 }
 
 

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from django.core.exceptions import ImproperlyConfigured
 
+from . import bounds
 from .conf import get_config
 from .models import TERMINAL_STATUSES
 
@@ -28,19 +29,26 @@ if TYPE_CHECKING:
 DEFAULT_BATCH = 1000
 
 _UNITS_MS = {"ms": 1, "s": 1_000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 604_800_000}
-_DURATION = re.compile(r"^\s*(\d+)\s*(ms|s|m|h|d|w)\s*$")
+# At most 20 digits: anything longer is past the longest age anyway.
+_DURATION = re.compile(r"^\s*(\d{1,20})\s*(ms|s|m|h|d|w)\s*$")
 
 
 def parse_duration_ms(text: str) -> int:
     """Parse ``500ms``, ``30s``, ``30m``, ``12h``, ``7d`` or ``2w`` into milliseconds.
 
     A bare number is refused: "7" could mean days or milliseconds, and a purge
-    is the wrong place to guess. Raises ``ValueError`` with a readable message.
+    is the wrong place to guess. Raises ``ValueError`` with a readable message,
+    also past the longest age a purge takes (``bounds.MAX_DELAY_MS``, 100 years).
     """
     match = _DURATION.match(text or "")
     if not match:
-        raise ValueError(f"{text!r} is not a duration; use a number and a unit: 500ms, 30s, 30m, 12h, 7d, 2w")
-    return int(match.group(1)) * _UNITS_MS[match.group(2)]
+        raise ValueError(
+            f"{text[:40]!r} is not a duration; use a number and a unit: 500ms, 30s, 30m, 12h, 7d, 2w"
+        )
+    value = int(match.group(1)) * _UNITS_MS[match.group(2)]
+    if value > bounds.MAX_DELAY_MS:
+        raise ValueError(f"{text!r} is longer than the longest age, {bounds.MAX_DELAY_MS // 604_800_000}w")
+    return value
 
 
 @dataclass(frozen=True)
@@ -55,9 +63,10 @@ class PurgeRule:
 
 def _cutoff(value: Any, where: str) -> int:
     # bool is an int subclass; True would silently mean "older than 1 ms".
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ImproperlyConfigured(f'CAIRNQ["RETENTION"]{where}: cutoff must be an int of milliseconds >= 0, got {value!r}')
-    return value
+    problem = bounds.AGE_MS.problem(value)
+    if problem is not None:
+        raise ImproperlyConfigured(f'CAIRNQ["RETENTION"]{where}: cutoff in milliseconds {problem}')
+    return int(value)
 
 
 def _status(value: Any, where: str) -> str | None:
@@ -71,9 +80,10 @@ def _status(value: Any, where: str) -> str | None:
 
 
 def _optional_text(value: Any, field: str, where: str) -> str | None:
-    if value is None or (isinstance(value, str) and value):
+    problem = None if value is None else bounds.text_problem(value)
+    if problem is None:
         return value
-    raise ImproperlyConfigured(f'CAIRNQ["RETENTION"]{where}: {field} must be a non-empty string, got {value!r}')
+    raise ImproperlyConfigured(f'CAIRNQ["RETENTION"]{where}: {field} {problem}')
 
 
 def parse_rules(value: Any) -> list[PurgeRule]:
@@ -160,8 +170,7 @@ def sweep(
     With ``rules`` omitted the ``CAIRNQ["RETENTION"]`` setting is read; an
     unset setting sweeps nothing and issues no statement.
     """
-    if limit < 1:
-        raise ValueError("limit must be >= 1")
+    bounds.PURGE_LIMIT.check(limit, "limit")
     total = 0
     for rule in configured_rules() if rules is None else rules:
         total += purge_rule(store, rule, limit=limit, should_stop=should_stop)

@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 from django.db import connections, transaction
 from django.db.models.base import ModelState
 
-from .. import payload as _payload
+from .. import bounds, payload as _payload
 from ..exceptions import AlreadyExists, LostLease, SerializationError
 from ..ids import task_id as new_task_id, task_ids as new_task_ids
 from ..models import LIVE_STATUSES, TERMINAL_STATUSES, Task, TaskStatus
@@ -176,10 +176,11 @@ def validate_spec(spec: SubmitSpec) -> None:
         raise ValueError(
             f"conflict must be one of {', '.join(CONFLICT_STRATEGIES)}, not {spec.conflict!r}"
         )
-    if not isinstance(spec.max_attempts, int) or spec.max_attempts < 1:
-        raise ValueError(f"max_attempts must be an integer >= 1, not {spec.max_attempts!r}")
-    if not isinstance(spec.delay_ms, int) or spec.delay_ms < 0:
-        raise ValueError(f"delay_ms must be an integer >= 0, not {spec.delay_ms!r}")
+    # The same ranges the API applies (``bounds``): a spec built by hand must
+    # not reach the database with a value one dialect stores and the other refuses.
+    bounds.MAX_ATTEMPTS.check(spec.max_attempts, "max_attempts")
+    bounds.DELAY_MS.check(spec.delay_ms, "delay_ms")
+    bounds.PRIORITY.check(spec.priority, "priority")
 
 
 def _test_pause_after_lock() -> None:

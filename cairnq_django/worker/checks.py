@@ -1,4 +1,4 @@
-"""System checks for worker configuration (``cairnq.E010``...; see docs/checks.md)."""
+"""System checks for worker configuration (``cairnq.W010``; see docs/checks.md)."""
 
 from __future__ import annotations
 
@@ -24,17 +24,23 @@ def resource_errors(resources: dict[str, Any]) -> list[str]:
 def check_task_resources(
     app_configs: Any = None, **kwargs: Any
 ) -> list[checks.CheckMessage]:
-    """``cairnq.E010``: a ``@task(resource=...)`` names a resource CAIRNQ["RESOURCES"] lacks."""
+    """``cairnq.W010``: a ``@task(resource=...)`` names a resource CAIRNQ["RESOURCES"] lacks.
+
+    A warning, not an error: a host may declare it with ``cairnq_worker
+    --resource NAME=N`` (docs/deployment.md), which ``check`` and ``migrate``
+    cannot see. The worker itself still refuses to start while a resource it
+    would need is declared neither way.
+    """
     from ..conf import get_config
 
     resources = get_config().get("RESOURCES") or {}
     if not isinstance(resources, dict):
         return []  # the foundation's configuration check reports the wrong type
     return [
-        checks.Error(
+        checks.Warning(
             message,
-            hint='Add it to CAIRNQ["RESOURCES"] (e.g. {"gpu": 1}) or pass --resource NAME=N to the worker.',
-            id="cairnq.E010",
+            hint='Add it to CAIRNQ["RESOURCES"] (e.g. {"gpu": 1}) or start the worker with --resource NAME=N.',
+            id="cairnq.W010",
         )
         for message in resource_errors(resources)
     ]

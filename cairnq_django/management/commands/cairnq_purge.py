@@ -12,6 +12,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
+from ... import bounds
 from ...models import TERMINAL_STATUSES, Task
 from ...retention import PurgeRule, parse_duration_ms, purge_rule
 
@@ -42,6 +43,10 @@ def _status(text: str) -> str:
 
 
 def _text(text: str) -> str:
+    # The rule purge() applies to its filters: storable, at most 1024 bytes.
+    problem = bounds.text_problem(text)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(problem)
     if not text.strip():
         raise argparse.ArgumentTypeError("must not be empty")
     return text

@@ -8,10 +8,14 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
+from ... import bounds
 from ...models import TaskStatus
 
 
 def _queue(text: str) -> str:
+    problem = bounds.text_problem(text)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(problem)
     if not text.strip():
         raise argparse.ArgumentTypeError("must not be empty")
     return text

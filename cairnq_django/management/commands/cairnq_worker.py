@@ -16,24 +16,34 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import DEFAULT_DB_ALIAS, OperationalError, connections
 
+from ... import bounds
+
 _MIGRATE_HINT = "run manage.py migrate cairnq"
 
 # The worker's own handler, when the project logs "cairnq_django" nowhere.
 _LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
-def _int(minimum: int, what: str = "an integer") -> Any:
+def _whole(text: str) -> int | None:
+    """``text`` as an int, or None; short, so a 5,000-digit flag is not parsed."""
+    text = text.strip()
+    if len(text) > 30:
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        return None
+
+
+def _int(allowed: bounds.IntRange) -> Any:
+    """An argparse type for an int in ``allowed`` (the range the API and checks use)."""
+
     def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except (TypeError, ValueError):
-            raise argparse.ArgumentTypeError(
-                f"must be {what} >= {minimum}, got {text!r}"
-            ) from None
-        if value < minimum:
-            raise argparse.ArgumentTypeError(
-                f"must be {what} >= {minimum}, got {text!r}"
-            )
+        value = _whole(text)
+        problem = allowed.problem(text if value is None else value)
+        if problem is not None:
+            raise argparse.ArgumentTypeError(problem)
+        assert value is not None
         return value
 
     parse.__name__ = "integer"
@@ -44,18 +54,21 @@ def _seconds(text: str) -> float:
     try:
         value = float(text)
     except (TypeError, ValueError):
-        raise argparse.ArgumentTypeError(
-            f"must be a number of seconds >= 0, got {text!r}"
-        ) from None
-    if not value >= 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(
-            f"must be a number of seconds >= 0, got {text!r}"
-        )
+        value = None
+    problem = bounds.seconds_problem(text if value is None else value)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(problem)
+    assert value is not None
     return value
 
 
 def _queue(text: str) -> str:
-    if not text or not text.strip():
+    # What submit refuses (NUL, a lone surrogate -- undecodable bytes on the
+    # command line arrive as one -- over 1024 bytes), and blank names.
+    problem = bounds.text_problem(text)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(problem)
+    if not text.strip():
         raise argparse.ArgumentTypeError("must be a non-empty queue name")
     return text
 
@@ -64,36 +77,35 @@ def _resource(text: str) -> tuple[str, int]:
     name, sep, capacity = text.partition("=")
     if not sep or not name.strip():
         raise argparse.ArgumentTypeError(f"must look like NAME=N, got {text!r}")
-    try:
-        value = int(capacity)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"capacity of {name!r} must be an integer >= 1, got {capacity!r}"
-        ) from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(
-            f"capacity of {name!r} must be an integer >= 1, got {capacity!r}"
-        )
+    problem = bounds.text_problem(name.strip())
+    if problem is not None:
+        raise argparse.ArgumentTypeError(f"resource name {problem}")
+    value = _whole(capacity)
+    problem = bounds.COUNT.problem(capacity if value is None else value)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(f"capacity of {name!r} {problem}")
+    assert value is not None
     return name.strip(), value
 
 
-# flag destination -> (CAIRNQ key, validator for the setting's value)
+# flag destination -> (CAIRNQ key, its allowed range; the checks use the same)
 _SETTINGS = {
-    "concurrency": ("CONCURRENCY", 1),
-    "lease_ms": ("LEASE_MS", 1),
-    "max_run_ms": ("MAX_RUN_MS", 1),
-    "claim_batch": ("CLAIM_BATCH", 1),
-    "poll_interval_ms": ("POLL_INTERVAL_MS", 1),
-    "max_in_flight_bytes": ("MAX_IN_FLIGHT_BYTES", 1),
-    "retry_backoff_ms": ("RETRY_BACKOFF_MS", 0),
-    "retry_backoff_max_ms": ("RETRY_BACKOFF_MAX_MS", 0),
-    "heartbeat_interval_ms": ("HEARTBEAT_INTERVAL_MS", 1),
+    "concurrency": ("CONCURRENCY", bounds.CONCURRENCY),
+    "lease_ms": ("LEASE_MS", bounds.LEASE_MS),
+    "max_run_ms": ("MAX_RUN_MS", bounds.TIMER_MS),
+    "claim_batch": ("CLAIM_BATCH", bounds.COUNT),
+    "poll_interval_ms": ("POLL_INTERVAL_MS", bounds.TIMER_MS),
+    "max_in_flight_bytes": ("MAX_IN_FLIGHT_BYTES", bounds.BIG_COUNT),
+    "retry_backoff_ms": ("RETRY_BACKOFF_MS", bounds.BACKOFF_MS),
+    "retry_backoff_max_ms": ("RETRY_BACKOFF_MAX_MS", bounds.BACKOFF_MS),
+    "heartbeat_interval_ms": ("HEARTBEAT_INTERVAL_MS", bounds.TIMER_MS),
 }
 
 
 class Command(BaseCommand):
     help = "Claim and run cairnq tasks until SIGTERM/SIGINT (or --burst / --max-tasks)."
-    # Checks run in handle(), where --resource can satisfy cairnq.E010.
+    # Checks run in handle(), after the flags are parsed; the worker itself
+    # refuses a resource declared neither in settings nor by --resource.
     requires_system_checks: list[str] = []  # noqa: RUF012 - Django's own attribute
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -107,8 +119,8 @@ class Command(BaseCommand):
         )
         parser.add_argument(
             "--concurrency",
-            type=_int(1),
-            help="Handler calls in flight (a batch is one call).",
+            type=_int(bounds.CONCURRENCY),
+            help=f"Handler calls in flight (a batch is one call); at most {bounds.MAX_CONCURRENCY}.",
         )
         parser.add_argument(
             "--resource",
@@ -119,29 +131,31 @@ class Command(BaseCommand):
             help='Declare or override a resource capacity; adds to CAIRNQ["RESOURCES"].',
         )
         parser.add_argument(
-            "--lease-ms", type=_int(1), help="Lease per claim and per heartbeat."
+            "--lease-ms",
+            type=_int(bounds.LEASE_MS),
+            help=f"Lease per claim and per heartbeat; at least three heartbeats ({bounds.MIN_LEASE_MS} by default).",
         )
         parser.add_argument(
-            "--max-run-ms", type=_int(1), help="Wall-clock ceiling per handler call."
+            "--max-run-ms", type=_int(bounds.TIMER_MS), help="Wall-clock ceiling per handler call."
         )
         parser.add_argument(
-            "--claim-batch", type=_int(1), help="Most rows one claim draw may request."
+            "--claim-batch", type=_int(bounds.COUNT), help="Most rows one claim draw may request."
         )
         parser.add_argument(
-            "--poll-interval-ms", type=_int(1), help="Idle sleep between empty polls."
+            "--poll-interval-ms", type=_int(bounds.TIMER_MS), help="Idle sleep between empty polls."
         )
         parser.add_argument(
             "--max-in-flight-bytes",
-            type=_int(1),
+            type=_int(bounds.BIG_COUNT),
             help="Payload byte budget of calls in flight.",
         )
         parser.add_argument(
             "--retry-backoff-ms",
-            type=_int(0),
+            type=_int(bounds.BACKOFF_MS),
             help="Retry backoff base; 0 disables backoff.",
         )
         parser.add_argument(
-            "--retry-backoff-max-ms", type=_int(0), help="Retry backoff cap."
+            "--retry-backoff-max-ms", type=_int(bounds.BACKOFF_MS), help="Retry backoff cap."
         )
         parser.add_argument(
             "--drain-timeout",
@@ -170,7 +184,7 @@ class Command(BaseCommand):
         )
         parser.add_argument(
             "--max-tasks",
-            type=_int(1),
+            type=_int(bounds.BIG_COUNT),
             metavar="N",
             help="Exit 0 after claiming N tasks and finishing them.",
         )
@@ -184,30 +198,29 @@ class Command(BaseCommand):
         self._configure_logging(options["verbosity"])
         config = get_config()
         values: dict[str, Any] = {}
-        for dest, (key, minimum) in _SETTINGS.items():
+        for dest, (key, allowed) in _SETTINGS.items():
             value = options.get(dest)
             if value is None:
                 value = config.get(key)
-                if value is not None and (
-                    isinstance(value, bool)
-                    or not isinstance(value, int)
-                    or value < minimum
-                ):
-                    raise CommandError(
-                        f'CAIRNQ["{key}"] must be an integer >= {minimum}, got {value!r}'
-                    )
+                problem = None if value is None else allowed.problem(value)
+                if problem is not None:
+                    raise CommandError(f'CAIRNQ["{key}"] {problem}')
             values[dest] = value
+        # Checked before connecting, like the flags: a lease the heartbeat
+        # cannot renew in time would let another worker take a running task.
+        floor = bounds.lease_floor_ms(values["heartbeat_interval_ms"])
+        if values["lease_ms"] is not None and values["lease_ms"] < floor:
+            source = "--lease-ms" if options.get("lease_ms") is not None else 'CAIRNQ["LEASE_MS"]'
+            raise CommandError(
+                f"{source} {values['lease_ms']} is shorter than three heartbeats: "
+                f"use at least {floor} ms"
+            )
         drain = options["drain_timeout"]
         if drain is None:
             drain = config.get("DRAIN_TIMEOUT")
-            if (
-                isinstance(drain, bool)
-                or not isinstance(drain, (int, float))
-                or drain < 0
-            ):
-                raise CommandError(
-                    f'CAIRNQ["DRAIN_TIMEOUT"] must be a number of seconds >= 0, got {drain!r}'
-                )
+            problem = bounds.seconds_problem(drain)
+            if problem is not None:
+                raise CommandError(f'CAIRNQ["DRAIN_TIMEOUT"] {problem}')
         async_claim_commit = options["async_claim_commit"]
         if async_claim_commit is None:
             async_claim_commit = config.get("ASYNC_CLAIM_COMMIT", True)
@@ -219,16 +232,20 @@ class Command(BaseCommand):
         if (
             not queues
             or isinstance(queues, str)
-            or not all(isinstance(q, str) and q for q in queues)
+            or not all(bounds.text_problem(q) is None for q in queues)
         ):
             raise CommandError(
-                f'CAIRNQ["QUEUES"] must be a non-empty list of queue names, got {queues!r}'
+                f'CAIRNQ["QUEUES"] must be a non-empty list of queue names submit accepts, got {queues!r}'
             )
         resources = config.get("RESOURCES") or {}
         if not isinstance(resources, dict):
             raise CommandError(
                 f'CAIRNQ["RESOURCES"] must be a dict of name -> capacity, got {resources!r}'
             )
+        for name, capacity in resources.items():
+            problem = bounds.COUNT.problem(capacity)
+            if problem is not None:
+                raise CommandError(f'CAIRNQ["RESOURCES"][{name!r}] {problem}')
         resources = dict(resources)
         for name, capacity in options["resources"] or []:
             resources[name] = capacity
@@ -324,8 +341,6 @@ class Command(BaseCommand):
             for message in checks.run_checks(include_deployment_checks=False)
             if message.is_serious()
             and not message.is_silenced()
-            # --resource may declare what settings lack; the worker re-checks below.
-            and message.id != "cairnq.E010"
         ]
         if problems:
             raise CommandError(
