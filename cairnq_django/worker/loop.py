@@ -47,6 +47,10 @@ EMPTY_SOURCE_HOLD_S = 0.05
 # After a failed claim, wait before polling again (grows, capped, jittered).
 CLAIM_ERROR_BACKOFF_S = 0.25
 CLAIM_ERROR_BACKOFF_MAX_S = 5.0
+# At shutdown, how long a call whose handler has returned may take to hand its
+# outcome to the settler, and the least time the settler gets to write it.
+HANDOFF_WAIT_S = 5.0
+SETTLE_GRACE_S = 2.0
 
 
 @dataclass
@@ -724,12 +728,14 @@ class Worker(ContextHooks):
                 self.budgets.calls,
                 self.options.drain_timeout,
             )
-        while self.budgets.calls > 0 and time.monotonic() < deadline:
-            self.budgets.wait_for_release(
-                self.budgets.releases, min(0.1, max(0.0, deadline - time.monotonic()))
-            )
-        self.settler.wait_idle(max(0.5, deadline - time.monotonic()))
+        # Wait for outcomes handed to the settler, not for freed slots: a slot
+        # frees a moment before its call's settlement is queued.
+        self.executor.wait_delivered(max(0.0, deadline - time.monotonic()))
         self._hand_back()
+        # A handler that returned as the deadline passed was not taken back:
+        # its settlement is being queued right now and must be written.
+        self.executor.wait_delivered(HANDOFF_WAIT_S)
+        self.settler.wait_idle(max(SETTLE_GRACE_S, deadline - time.monotonic()))
         self.settler.stop(timeout=2.0)
         self.sweeper.stop()
         self.heartbeat.stop()
@@ -744,16 +750,24 @@ class Worker(ContextHooks):
         )
 
     def _hand_back(self) -> None:
-        """Release tasks still running at the drain deadline so another worker gets them now."""
+        """Release tasks whose handler still runs at the drain deadline, so another worker gets them now.
+
+        Only calls the executor gives up (``take_back``) are released; a call
+        whose handler returned or raised keeps its settlement, whatever stage
+        that settlement is at.
+        """
         with self._inflight_lock:
-            entries = list(self.inflight.values())
+            calls = {id(call): call for _ctx, call in self.inflight.values()}
         ids = []
-        for ctx, _call in entries:
-            if ctx._lost or not ctx._begin_settle():
+        for call in calls.values():
+            if call.definition is None or not self.executor.take_back(call):
                 continue
-            # Refuse further writes from the still-running handler.
-            ctx._mark_lost()
-            ids.append(ctx.task_id)
+            for ctx in call.ctxs:
+                if ctx._lost or not ctx._begin_settle():
+                    continue
+                # Refuse further writes from the still-running handler.
+                ctx._mark_lost()
+                ids.append(ctx.task_id)
         if not ids:
             return
         _db.drop_if_broken(self.store.alias)
