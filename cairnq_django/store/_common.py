@@ -620,6 +620,26 @@ class SQLStore(Store):
         row = self._rows("claimable_probe", params)[0]
         return ClaimProbe(due=bool(row["due"]), expired=bool(row["expired"]))
 
+    def next_due_in_ms(
+        self, queues: Sequence[str], names: Sequence[str], *, max_steps: int = 64
+    ) -> int | None:
+        """Milliseconds until the earliest not-yet-due queued task of ``queues``/``names`` is due.
+
+        None when no such task waits. Read-only; tasks already due are not
+        counted (the claim takes those), so the answer is at least 1.
+        """
+        wanted, served = _unique(queues), _unique(names)
+        if not wanted or not served:
+            return None
+        params = {
+            "queues": self._list(wanted),
+            "names": self._list(served),
+            "max_steps": max_steps,
+        }
+        rows = self._rows("next_run_at", params)
+        value = rows[0]["due_in_ms"] if rows else None
+        return None if value is None else int(value)
+
     def _recover(self, relaxed: bool = False) -> int:
         params = {"lease_expired_error": _payload.encode(LEASE_EXPIRED_ERROR), **self._claim_commit(relaxed)}
         return len(self._rows("recover_leases", params))
