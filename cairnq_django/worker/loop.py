@@ -28,6 +28,7 @@ from ..models import Task
 from ..registry import TaskDefinition, get_task, registered
 from . import _db
 from ._envelopes import no_handler_envelope
+from .db_file import DatabaseFile
 from .executor import Call, Executor
 from .lease import Heartbeat, beat_interval_ms
 from .limits import Budgets, Source, build_sources
@@ -151,6 +152,8 @@ class Worker(ContextHooks):
         self._productive_at: dict[tuple[str, ...], float] = {}
         self._poll_s = options.poll_interval_ms / 1000
         self._stop_requested = False
+        self.db_file: DatabaseFile | None = None
+        self._db_file_check_at = 0.0
         self.claimed = 0
         self.finished = 0
         self.db_executor = None
@@ -393,6 +396,7 @@ class Worker(ContextHooks):
         # Start-up checks already connected untagged; reconnect under the worker's name.
         _db.close_quietly(self.store.alias)
         _db.tag_thread(self.store.alias, self.application_name)
+        self.db_file = DatabaseFile.of(self.store.alias)
         self.settler.start()
         self.heartbeat.start()
         self.executor.start(
@@ -417,6 +421,8 @@ class Worker(ContextHooks):
             # error left unusable, but keep a healthy one across polls.
             _db.drop_if_broken(self.store.alias)
             if max_tasks is not None and self.claimed >= max_tasks:
+                return
+            if self._db_file_gone(poll_s):
                 return
             self.ticker.maybe_tick()
             # Read the counter before the check: a release landing in between
@@ -448,6 +454,8 @@ class Worker(ContextHooks):
                 drawn = self._claim()
             except Exception as exc:
                 _db.close_quietly(self.store.alias)
+                if self._db_file_gone(0.0):
+                    return
                 delay = errors.next_delay()
                 if errors.failures == 1:
                     if isinstance(exc, DatabaseError):
@@ -479,6 +487,20 @@ class Worker(ContextHooks):
             self.waker.wait(
                 self._idle_wait(poll_s), extra=self._released_since(seen_releases)
             )
+
+    def _db_file_gone(self, every_s: float) -> bool:
+        """Stop (exit code 3) if the SQLite file was deleted or replaced; checked at most every ``every_s``."""
+        if self.db_file is None:
+            return False
+        now = time.monotonic()
+        if now < self._db_file_check_at:
+            return False
+        self._db_file_check_at = now + every_s
+        change = self.db_file.change()
+        if change is None:
+            return False
+        self._fatal(f"{change} while it ran")
+        return True
 
     def _idle_wait(self, poll_s: float) -> float:
         """How long an idle wait may last: the poll interval, or less if a task is due sooner.
