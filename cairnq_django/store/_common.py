@@ -620,13 +620,14 @@ class SQLStore(Store):
         row = self._rows("claimable_probe", params)[0]
         return ClaimProbe(due=bool(row["due"]), expired=bool(row["expired"]))
 
-    def next_due_in_ms(
+    def next_due(
         self, queues: Sequence[str], names: Sequence[str], *, max_steps: int = 64
-    ) -> int | None:
-        """Milliseconds until the earliest not-yet-due queued task of ``queues``/``names`` is due.
+    ) -> tuple[int, str] | None:
+        """When the earliest not-yet-due queued task of ``queues``/``names`` is due, and its name.
 
-        None when no such task waits. Read-only; tasks already due are not
-        counted (the claim takes those), so the answer is at least 1.
+        Returns ``(milliseconds from now, name)``, or None when no such task
+        waits. Read-only; tasks already due are not counted (the claim takes
+        those), so the milliseconds are at least 1.
         """
         wanted, served = _unique(queues), _unique(names)
         if not wanted or not served:
@@ -637,8 +638,9 @@ class SQLStore(Store):
             "max_steps": max_steps,
         }
         rows = self._rows("next_run_at", params)
-        value = rows[0]["due_in_ms"] if rows else None
-        return None if value is None else int(value)
+        if not rows or rows[0]["due_in_ms"] is None:
+            return None
+        return int(rows[0]["due_in_ms"]), str(rows[0]["name"])
 
     def _recover(self, relaxed: bool = False) -> int:
         params = {"lease_expired_error": _payload.encode(LEASE_EXPIRED_ERROR), **self._claim_commit(relaxed)}

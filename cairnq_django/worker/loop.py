@@ -148,6 +148,8 @@ class Worker(ContextHooks):
         self._empty_until: dict[tuple[str, ...], float] = {}
         self._probed_at = -1e9
         self._hinted = False
+        # The name of the task the last idle wait was cut short for (see _idle_wait).
+        self._due_name: str | None = None
         self._was_idle = True
         self._productive_at: dict[tuple[str, ...], float] = {}
         self._poll_s = options.poll_interval_ms / 1000
@@ -508,13 +510,15 @@ class Worker(ContextHooks):
         Asked only when a claim came back empty, never on a claim that got
         rows; a failed read falls back to the poll interval.
         """
+        self._due_name = None
         try:
-            due_in_ms = self._sql_store.next_due_in_ms(self.options.queues, self.names)
+            due = self._sql_store.next_due(self.options.queues, self.names)
         except DatabaseError as exc:
             logger.debug("reading the next due time failed: %s", exc)
             return poll_s
-        if due_in_ms is None:
+        if due is None:
             return poll_s
+        due_in_ms, self._due_name = due
         # One millisecond past run_at: the claim compares whole milliseconds.
         return min(poll_s, (due_in_ms + 1) / 1000)
 
@@ -564,11 +568,16 @@ class Worker(ContextHooks):
             # poll usually ends at its first draw.
             fresh = [s for s in order if self._empty_until.get(s.names, 0.0) <= now]
             order = fresh + [s for s in order if s not in fresh]
+        elif self._due_name is not None:
+            # Woken for a delayed task coming due: draw its source first.
+            due = self._due_name
+            order = sorted(order, key=lambda s: due not in s.names)
         elif self._hinted and self._was_idle:
             # Woken from idle by LISTEN: try the source that had work most
             # recently first (rotation resumes with the next poll; nothing
             # competes for the slots of an idle worker).
             order = sorted(order, key=lambda s: -self._productive_at.get(s.names, 0.0))
+        self._due_name = None
         for source in order:
             drawn = self._session([source], probe=False)
             if drawn:

@@ -3,7 +3,8 @@
 -- backoff starts on time rather than at the end of a poll interval.
 -- params: queues (text[]), names (text[]: the names this worker serves),
 --         max_steps (distinct priorities examined per queue and name)
--- Answers due_in_ms (milliseconds on the database clock, at least 1), or NULL
+-- Answers one row, due_in_ms (milliseconds on the database clock, at least 1)
+-- and the name of that task (the worker draws its source first), or no row
 -- when nothing is waiting. Rows already due are left out on purpose: they are
 -- the claim's business, and one a claim cannot take yet (a full name or
 -- resource) must not turn the idle wait into a busy loop.
@@ -13,7 +14,8 @@
 -- priority the first row past the clock is one more probe, so the cost grows
 -- with the number of priorities in use, never with the backlog. max_steps
 -- bounds the walk (priorities past it go unseen; the poll interval still
--- covers them). The clock is read once, in a materialized CTE.
+-- covers them). The clock is read once, in a materialized CTE. The only sort
+-- is of the walk's few rows, one per queue, name and priority.
 WITH RECURSIVE clock(now_ms) AS MATERIALIZED (
     SELECT (extract(epoch from clock_timestamp()) * 1000)::bigint
 ),
@@ -37,7 +39,7 @@ walk(queue, name, priority, step) AS (
     FROM walk
     WHERE walk.priority IS NOT NULL AND walk.step < %(max_steps)s
 )
-SELECT min(waiting.run_at_ms) - (SELECT now_ms FROM clock) AS due_in_ms
+SELECT waiting.run_at_ms - (SELECT now_ms FROM clock) AS due_in_ms, walk.name
 FROM walk
 CROSS JOIN LATERAL (
     SELECT run_at_ms FROM cairnq_tasks
@@ -48,3 +50,5 @@ CROSS JOIN LATERAL (
     LIMIT 1
 ) AS waiting
 WHERE walk.priority IS NOT NULL
+ORDER BY waiting.run_at_ms
+LIMIT 1

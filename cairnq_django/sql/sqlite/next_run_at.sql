@@ -4,7 +4,8 @@
 -- params: queues (JSON array text), names (JSON array text: the names this
 --         worker serves), max_steps (distinct priorities examined per queue
 --         and name), now (process ms)
--- Answers due_in_ms (milliseconds, at least 1), or NULL when nothing is
+-- Answers one row, due_in_ms (milliseconds, at least 1) and the name of that
+-- task (the worker draws its source first), or no row when nothing is
 -- waiting. Rows already due are left out on purpose: they are the claim's
 -- business, and one a claim cannot take yet (a full name or resource) must not
 -- turn the idle wait into a busy loop.
@@ -14,7 +15,8 @@
 -- priority the first row past the clock is one more probe, so the cost grows
 -- with the number of priorities in use, never with the backlog. max_steps
 -- bounds the walk (priorities past it go unseen; the poll interval still
--- covers them).
+-- covers them). The only sort is of the walk's few rows, one per queue, name
+-- and priority.
 WITH RECURSIVE walk(queue, name, priority, step) AS (
     SELECT wanted.value, served.value, (
         SELECT priority FROM cairnq_tasks
@@ -34,12 +36,18 @@ WITH RECURSIVE walk(queue, name, priority, step) AS (
     FROM walk
     WHERE walk.priority IS NOT NULL AND walk.step < %(max_steps)s
 )
-SELECT min((
-    SELECT run_at_ms FROM cairnq_tasks
-    WHERE queue = walk.queue AND status = 'queued' AND name = walk.name
-      AND priority = walk.priority AND run_at_ms > %(now)s
-    ORDER BY priority DESC, run_at_ms, id
-    LIMIT 1
-)) - %(now)s AS due_in_ms
-FROM walk
-WHERE walk.priority IS NOT NULL
+SELECT due.run_at_ms - %(now)s AS due_in_ms, due.name
+FROM (
+    SELECT walk.name, (
+        SELECT run_at_ms FROM cairnq_tasks
+        WHERE queue = walk.queue AND status = 'queued' AND name = walk.name
+          AND priority = walk.priority AND run_at_ms > %(now)s
+        ORDER BY priority DESC, run_at_ms, id
+        LIMIT 1
+    ) AS run_at_ms
+    FROM walk
+    WHERE walk.priority IS NOT NULL
+) AS due
+WHERE due.run_at_ms IS NOT NULL
+ORDER BY due.run_at_ms
+LIMIT 1
