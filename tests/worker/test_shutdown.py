@@ -119,7 +119,7 @@ def test_handlers_returning_after_sigterm_are_settled_once(
         wait_until(
             lambda: len([e for e in ledger() if e["event"] == "start"])
             >= starts_before + len(batch),
-            30,
+            60,
             what=f"round {round_no}: every handler started",
         )
         # Stop them at different points of the handlers' last 400 ms.
