@@ -247,9 +247,11 @@ class Command(BaseCommand):
             max_tasks=options["max_tasks"],
             async_claim_commit=bool(async_claim_commit),
         )
-        self._run_checks(resources)
         alias = config.get("DATABASE") or DEFAULT_DB_ALIAS
+        # First: some system checks open the database (a SQLite JSONField's),
+        # and a database that is down must be waited out, or refused, here.
         self._require_schema(alias, wait=not options["burst"])
+        self._run_checks(resources)
         self._warn_clock_skew(alias)
         definitions = None
         if options["tasks"]:
