@@ -2,7 +2,8 @@
 
 Client: ``cairnq.submit(name, payload, queue=...)`` one at a time and
 ``cairnq.submit_many([...])`` for bulk, on the bench-only project in
-``bench/ours_project`` (handlers in its ``tasks.py``). Claim cost calls the
+``bench/ours_project`` (handlers in its ``tasks.py``). Delayed tasks
+(lateness) go through ``cairnq.submit(..., delay_ms=...)``. Claim cost calls the
 store's own claim (``get_store().claim``), the path the worker takes. Worker:
 ``python manage.py cairnq_worker --queue bench --concurrency N`` on those
 settings, started by the harness.
@@ -16,6 +17,7 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import time
 from typing import Any
 
 import _wire
@@ -53,6 +55,19 @@ def client(dialect: str, db: str) -> None:
         cairnq.submit(name, {"t": t}, queue=QUEUE)
         return {"t_after": _wire.now()}
 
+    def submit_delayed(tasks: list[list[int]]) -> dict[str, Any]:
+        # [tag, delay_ms] pairs; each run_at comes back on the monotonic clock
+        # handlers report in (the stored run_at_ms is wall-clock milliseconds).
+        # One transaction, so the worker's claims never queue behind a stream
+        # of inserts (on SQLite that is a write-lock wait, not a wake-up).
+        rows = cairnq.submit_many(
+            [{"name": "bench.noop", "payload": {"t": tag}, "delay_ms": delay_ms} for tag, delay_ms in tasks],
+            queue=QUEUE,
+        )
+        wall_ms, mono = time.time() * 1000, _wire.now()
+        run_at = {row.payload["t"]: mono + (row.run_at_ms - wall_ms) / 1000 for row in rows}
+        return {"run_at": {str(tag): at for tag, at in run_at.items()}}
+
     def claim_cost(k: int) -> dict[str, Any]:
         from cairnq_django.store import get_store
 
@@ -77,6 +92,7 @@ def client(dialect: str, db: str) -> None:
             "enqueue_one": enqueue_one,
             "enqueue_bulk": enqueue_bulk,
             "submit": submit,
+            "submit_delayed": submit_delayed,
             "claim_cost": claim_cost,
         }
     )

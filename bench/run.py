@@ -9,7 +9,8 @@ rate of queued no-op tasks with one worker process (single-task handlers at
 concurrency 1 and 8, and batch=256; median of 3), pickup latency of an idle
 worker (p50/p95), the idle worker's CPU and RSS, claim cost on a table holding
 1,000,000 terminal rows and 20,000 backing-off tasks against an empty one, and
-(ours only) peak RSS draining 1 MB payloads under ``--max-in-flight-bytes``.
+(ours only) peak RSS draining 1 MB payloads under ``--max-in-flight-bytes`` and
+the lateness of delayed tasks (handler start minus run_at, p50/p95).
 Prints a table with the ratios issue 7 sets as targets and writes everything to
 ``bench/results/<UTC timestamp>.json``. See ``docs/performance.md``.
 """
@@ -20,6 +21,7 @@ import argparse
 import contextlib
 import json
 import platform
+import queue
 import random
 import statistics
 import sys
@@ -406,6 +408,51 @@ class Run:
             f"idle {idle_cpu:.2f}% CPU, {idle_mem['rss_mb']:.0f} MB"
         )
 
+    def lateness(self, system: System, dialect: str) -> None:
+        """How long after its run_at a delayed task starts on an idle worker (default poll interval)."""
+        db = self.db(system, dialect)
+        mode = system.modes[0]
+        n = 30 if self.s.quick else 80
+        with self.client(system, dialect, db, "lateness") as c:
+            self.reset(system, dialect, db, c)
+            self.probe.clear()
+            w = self.worker(system, dialect, db, mode, "lateness", each=True)
+            try:
+                c.call("submit", t=-1)
+                self.probe.wait("-1", timeout=120)
+                time.sleep(1.0)  # idle: past its first empty claim
+                # Delays spread over a few seconds, so due times fall at every
+                # point of the worker's poll interval.
+                delays = [[t, random.randint(200, 5000)] for t in range(n)]
+                run_at = c.call("submit_delayed", tasks=delays)["run_at"]
+                started: dict[str, float] = {}
+                deadline = now() + 30
+                while len(started) < n:
+                    if now() > deadline:
+                        raise TimeoutError(f"{n - len(started)} delayed tasks never started")
+                    try:
+                        tag, at, _count = self.probe.events.get(timeout=1.0)
+                    except queue.Empty:
+                        continue
+                    if tag in run_at:
+                        started[tag] = at
+            finally:
+                w.stop()
+            self.reset(system, dialect, db, c)
+        late = [(started[tag] - run_at[tag]) * 1000 for tag in run_at]
+        q = statistics.quantiles(late, n=100, method="inclusive")
+        self.cell(dialect, system)["lateness"] = {
+            "p50_ms": statistics.median(late),
+            "p95_ms": q[94],
+            "min_ms": min(late),
+            "trials_ms": late,
+            "delays_ms": [delay for _tag, delay in delays],
+        }
+        self.say(
+            f"  {system.key}/{dialect} delayed-task lateness p50 {statistics.median(late):.2f} ms, "
+            f"p95 {q[94]:.2f} ms (earliest {min(late):.2f} ms)"
+        )
+
     def claim_tables(self, dialect: str) -> dict[str, str]:
         """Build (or reuse) the empty and the large claim-cost databases of a dialect."""
         size = "quick" if self.s.quick else "full"
@@ -563,6 +610,8 @@ class Run:
             for system in ready:
                 if "pickup" in metrics:
                     self.guarded(dialect, system, "pickup", lambda s=system, d=dialect: self.pickup(s, d))
+                if "lateness" in metrics and system.key == "ours":
+                    self.guarded(dialect, system, "lateness", lambda s=system, d=dialect: self.lateness(s, d))
                 if "memory" in metrics and system.key == "ours":
                     self.guarded(dialect, system, "memory_budget", lambda s=system, d=dialect: self.memory_budget(s, d))
             claimers = [s for s in ready if s.protocol_tables]
@@ -628,8 +677,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--metrics",
         type=lambda v: [s for s in v.split(",") if s],
-        default=["enqueue", "drain", "pickup", "claim", "memory"],
-        help="comma-separated subset of enqueue,drain,pickup,claim,memory",
+        default=["enqueue", "drain", "pickup", "lateness", "claim", "memory"],
+        help="comma-separated subset of enqueue,drain,pickup,lateness,claim,memory",
     )
     parser.add_argument("--drain-n", type=int, help="tasks per drain (default 10,000; --quick 1,000)")
     parser.add_argument(

@@ -638,6 +638,28 @@ class SQLStore(Store):
         row = self._rows("claimable_probe", params)[0]
         return ClaimProbe(due=bool(row["due"]), expired=bool(row["expired"]))
 
+    def next_due(
+        self, queues: Sequence[str], names: Sequence[str], *, max_steps: int = 64
+    ) -> tuple[int, str] | None:
+        """When the earliest not-yet-due queued task of ``queues``/``names`` is due, and its name.
+
+        Returns ``(milliseconds from now, name)``, or None when no such task
+        waits. Read-only; tasks already due are not counted (the claim takes
+        those), so the milliseconds are at least 1.
+        """
+        wanted, served = _unique(queues), _unique(names)
+        if not wanted or not served:
+            return None
+        params = {
+            "queues": self._list(wanted),
+            "names": self._list(served),
+            "max_steps": max_steps,
+        }
+        rows = self._rows("next_run_at", params)
+        if not rows or rows[0]["due_in_ms"] is None:
+            return None
+        return int(rows[0]["due_in_ms"]), str(rows[0]["name"])
+
     def _recover(self, relaxed: bool = False) -> int:
         params = {"lease_expired_error": _payload.encode(LEASE_EXPIRED_ERROR), **self._claim_commit(relaxed)}
         return len(self._rows("recover_leases", params))

@@ -46,6 +46,9 @@ if TYPE_CHECKING:
 logger = logging.getLogger("cairnq_django.worker")
 
 RUNNING, RETURNED, ABANDONED = "running", "returned", "abandoned"
+# Taken back at shutdown while its handler still ran: its tasks were released
+# to the queue, so whatever the handler returns later is not written.
+HANDED_BACK = "handed_back"
 
 
 def _object_payload(ctx: TaskContext) -> Any:
@@ -183,6 +186,11 @@ class Executor:
         self._deadline_cond = threading.Condition(threading.Lock())
         self._deadline_thread: threading.Thread | None = None
         self._stopping = False
+        # Calls submitted whose outcome has not yet reached ``settle`` (or
+        # that were taken back): shutdown waits on this, not on freed slots,
+        # because a slot frees before the call's settlement is handed over.
+        self._open = 0
+        self._open_cond = threading.Condition(threading.Lock())
 
     # ---- lifecycle -------------------------------------------------------------
     def start(self, *, needs_async: bool) -> None:
@@ -237,6 +245,8 @@ class Executor:
 
     # ---- starting calls ------------------------------------------------------------
     def submit(self, call: Call) -> None:
+        with self._open_cond:
+            self._open += 1
         call.started = time.monotonic()
         if self.max_run_ms is not None:
             call.deadline = call.started + self.max_run_ms / 1000
@@ -258,6 +268,8 @@ class Executor:
                 call = self._work.get()
                 if call is None:
                     return
+                if call.state == HANDED_BACK:
+                    continue  # released at shutdown before a thread took it
                 self._run_sync(call)
                 if call.state == ABANDONED:
                     # A replacement thread took this one's place when the call
@@ -349,12 +361,48 @@ class Executor:
             if call.state != RUNNING:
                 return  # abandoned: its outcome was decided to be handler_timeout
             call.state = RETURNED
-        call.ended = time.monotonic()
-        for ctx in call.ctxs:
-            # Let a large payload go now, not when the settlement is written.
-            ctx._drop_payload()
-        self.on_end(call)
-        self.settle(self.leftovers(call, value, raised))
+        try:
+            call.ended = time.monotonic()
+            for ctx in call.ctxs:
+                # Let a large payload go now, not when the settlement is written.
+                ctx._drop_payload()
+            self.on_end(call)
+            self.settle(self.leftovers(call, value, raised))
+        finally:
+            self._delivered()
+
+    # ---- shutdown ------------------------------------------------------------------------
+    def _delivered(self) -> None:
+        """Count one call's outcome as handed to ``settle`` (once per call)."""
+        with self._open_cond:
+            self._open -= 1
+            if self._open <= 0:
+                self._open_cond.notify_all()
+
+    def wait_delivered(self, timeout: float) -> bool:
+        """Wait until every submitted call's outcome reached ``settle``; True if so."""
+        deadline = time.monotonic() + timeout
+        with self._open_cond:
+            while self._open > 0:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._open_cond.wait(left)
+            return True
+
+    def take_back(self, call: Call) -> bool:
+        """Claim a still-running call for hand-back; False once its handler has ended.
+
+        The same lock decides between this and the handler's return: either
+        the handler's outcome is settled, or the tasks are handed back and
+        that outcome is dropped, never both and never neither.
+        """
+        with self._lock:
+            if call.state != RUNNING:
+                return False
+            call.state = HANDED_BACK
+        self._delivered()
+        return True
 
     def leftovers(
         self, call: Call, value: Any, raised: BaseException | None
@@ -476,6 +524,9 @@ class Executor:
             self.max_run_ms,
             self.abandoned,
         )
-        self.on_end(call)
-        envelope = timeout_envelope(call.name, self.max_run_ms or 0)
-        self.settle([self._failure(call, ctx, envelope, True) for ctx in left])
+        try:
+            self.on_end(call)
+            envelope = timeout_envelope(call.name, self.max_run_ms or 0)
+            self.settle([self._failure(call, ctx, envelope, True) for ctx in left])
+        finally:
+            self._delivered()

@@ -28,6 +28,7 @@ from ..models import Task
 from ..registry import TaskDefinition, get_task, registered
 from . import _db
 from ._envelopes import no_handler_envelope, undecodable_envelope
+from .db_file import DatabaseFile
 from .executor import Call, Executor
 from .lease import Heartbeat, beat_interval_ms
 from .limits import Budgets, Source, build_sources
@@ -47,6 +48,10 @@ EMPTY_SOURCE_HOLD_S = 0.05
 # After a failed claim, wait before polling again (grows, capped, jittered).
 CLAIM_ERROR_BACKOFF_S = 0.25
 CLAIM_ERROR_BACKOFF_MAX_S = 5.0
+# At shutdown, how long a call whose handler has returned may take to hand its
+# outcome to the settler, and the least time the settler gets to write it.
+HANDOFF_WAIT_S = 5.0
+SETTLE_GRACE_S = 2.0
 
 
 @dataclass
@@ -143,10 +148,14 @@ class Worker(ContextHooks):
         self._empty_until: dict[tuple[str, ...], float] = {}
         self._probed_at = -1e9
         self._hinted = False
+        # The name of the task the last idle wait was cut short for (see _idle_wait).
+        self._due_name: str | None = None
         self._was_idle = True
         self._productive_at: dict[tuple[str, ...], float] = {}
         self._poll_s = options.poll_interval_ms / 1000
         self._stop_requested = False
+        self.db_file: DatabaseFile | None = None
+        self._db_file_check_at = 0.0
         self.claimed = 0
         self.finished = 0
         self.db_executor = None
@@ -389,6 +398,7 @@ class Worker(ContextHooks):
         # Start-up checks already connected untagged; reconnect under the worker's name.
         _db.close_quietly(self.store.alias)
         _db.tag_thread(self.store.alias, self.application_name)
+        self.db_file = DatabaseFile.of(self.store.alias)
         self.settler.start()
         self.heartbeat.start()
         self.executor.start(
@@ -413,6 +423,8 @@ class Worker(ContextHooks):
             # error left unusable, but keep a healthy one across polls.
             _db.drop_if_broken(self.store.alias)
             if max_tasks is not None and self.claimed >= max_tasks:
+                return
+            if self._db_file_gone(poll_s):
                 return
             self.ticker.maybe_tick()
             # Read the counter before the check: a release landing in between
@@ -444,6 +456,8 @@ class Worker(ContextHooks):
                 drawn = self._claim()
             except Exception as exc:
                 _db.close_quietly(self.store.alias)
+                if self._db_file_gone(0.0):
+                    return
                 delay = errors.next_delay()
                 if errors.failures == 1:
                     if isinstance(exc, DatabaseError):
@@ -470,8 +484,43 @@ class Worker(ContextHooks):
                     return
                 self.settler.wait_idle(self.options.lease_ms / 1000)
                 continue
-            # Nothing claimable: sleep until work arrives, a slot frees, or the poll ends.
-            self.waker.wait(poll_s, extra=self._released_since(seen_releases))
+            # Nothing claimable: sleep until work arrives, a slot frees, the
+            # next delayed task is due, or the poll ends.
+            self.waker.wait(
+                self._idle_wait(poll_s), extra=self._released_since(seen_releases)
+            )
+
+    def _db_file_gone(self, every_s: float) -> bool:
+        """Stop (exit code 3) if the SQLite file was deleted or replaced; checked at most every ``every_s``."""
+        if self.db_file is None:
+            return False
+        now = time.monotonic()
+        if now < self._db_file_check_at:
+            return False
+        self._db_file_check_at = now + every_s
+        change = self.db_file.change()
+        if change is None:
+            return False
+        self._fatal(f"{change} while it ran")
+        return True
+
+    def _idle_wait(self, poll_s: float) -> float:
+        """How long an idle wait may last: the poll interval, or less if a task is due sooner.
+
+        Asked only when a claim came back empty, never on a claim that got
+        rows; a failed read falls back to the poll interval.
+        """
+        self._due_name = None
+        try:
+            due = self._sql_store.next_due(self.options.queues, self.names)
+        except DatabaseError as exc:
+            logger.debug("reading the next due time failed: %s", exc)
+            return poll_s
+        if due is None:
+            return poll_s
+        due_in_ms, self._due_name = due
+        # One millisecond past run_at: the claim compares whole milliseconds.
+        return min(poll_s, (due_in_ms + 1) / 1000)
 
     def _released_since(self, seen: int) -> Any:
         return lambda: self.budgets.releases != seen
@@ -521,11 +570,16 @@ class Worker(ContextHooks):
             # poll usually ends at its first draw.
             fresh = [s for s in order if self._empty_until.get(s.names, 0.0) <= now]
             order = fresh + [s for s in order if s not in fresh]
+        elif self._due_name is not None:
+            # Woken for a delayed task coming due: draw its source first.
+            due = self._due_name
+            order = sorted(order, key=lambda s: due not in s.names)
         elif self._hinted and self._was_idle:
             # Woken from idle by LISTEN: try the source that had work most
             # recently first (rotation resumes with the next poll; nothing
             # competes for the slots of an idle worker).
             order = sorted(order, key=lambda s: -self._productive_at.get(s.names, 0.0))
+        self._due_name = None
         for source in order:
             drawn = self._session([source], probe=False)
             if drawn:
@@ -771,12 +825,14 @@ class Worker(ContextHooks):
                 self.budgets.calls,
                 self.options.drain_timeout,
             )
-        while self.budgets.calls > 0 and time.monotonic() < deadline:
-            self.budgets.wait_for_release(
-                self.budgets.releases, min(0.1, max(0.0, deadline - time.monotonic()))
-            )
-        self.settler.wait_idle(max(0.5, deadline - time.monotonic()))
+        # Wait for outcomes handed to the settler, not for freed slots: a slot
+        # frees a moment before its call's settlement is queued.
+        self.executor.wait_delivered(max(0.0, deadline - time.monotonic()))
         self._hand_back()
+        # A handler that returned as the deadline passed was not taken back:
+        # its settlement is being queued right now and must be written.
+        self.executor.wait_delivered(HANDOFF_WAIT_S)
+        self.settler.wait_idle(max(SETTLE_GRACE_S, deadline - time.monotonic()))
         self.settler.stop(timeout=2.0)
         self.sweeper.stop()
         self.heartbeat.stop()
@@ -791,16 +847,24 @@ class Worker(ContextHooks):
         )
 
     def _hand_back(self) -> None:
-        """Release tasks still running at the drain deadline so another worker gets them now."""
+        """Release tasks whose handler still runs at the drain deadline, so another worker gets them now.
+
+        Only calls the executor gives up (``take_back``) are released; a call
+        whose handler returned or raised keeps its settlement, whatever stage
+        that settlement is at.
+        """
         with self._inflight_lock:
-            entries = list(self.inflight.values())
+            calls = {id(call): call for _ctx, call in self.inflight.values()}
         ids = []
-        for ctx, _call in entries:
-            if ctx._lost or not ctx._begin_settle():
+        for call in calls.values():
+            if call.definition is None or not self.executor.take_back(call):
                 continue
-            # Refuse further writes from the still-running handler.
-            ctx._mark_lost()
-            ids.append(ctx.task_id)
+            for ctx in call.ctxs:
+                if ctx._lost or not ctx._begin_settle():
+                    continue
+                # Refuse further writes from the still-running handler.
+                ctx._mark_lost()
+                ids.append(ctx.task_id)
         if not ids:
             return
         _db.drop_if_broken(self.store.alias)

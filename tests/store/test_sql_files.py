@@ -314,6 +314,28 @@ def test_unserved_names_walks_the_claim_name_index(big_table: str) -> None:
     assert ("Sort" if dialect == "postgres" else "TEMP B-TREE") not in plan, plan
 
 
+def test_next_run_at_walks_the_claim_name_index(store: Any, big_table: str) -> None:
+    # The idle worker's "when is the next task due": index probes per queue,
+    # name and priority, never a read of the backlog backing off.
+    dialect = big_table
+    params = {"queues": _lists(dialect, ["default", "other"]), "names": _lists(dialect, ["a", "b"]), "max_steps": 64}
+    plan = _plan(dialect, "next_run_at", params)
+    assert "cairnq_tasks_claim_name_idx" in plan, plan
+    assert "cairnq_tasks_name_idx" not in plan, plan
+    assert [line for line in _full_scans(dialect, plan) if "walk" not in line] == [], plan
+    if dialect == "postgres":
+        generic = _generic_plan("next_run_at", params)
+        assert "cairnq_tasks_claim_name_idx" in generic and _full_scans(dialect, generic) == [], generic
+    # The due rows are the claim's; the earliest waiting row is "later" + 1 or 2
+    # (g = 1 is name 'b', g = 2 name 'a'), an hour ahead.
+    for names, offset, name in ((["a"], 2, "a"), (["b"], 1, "b"), (["a", "b"], 1, "b")):
+        due = store.next_due(["default"], names)
+        assert due is not None and due[1] == name, (names, due)
+        assert 3_600_000 + offset - 5_000 < due[0] <= 3_600_000 + offset, (names, due)
+    assert store.next_due(["other"], ["a"]) is None
+    assert store.next_due(["default"], ["unknown"]) is None
+
+
 def test_sqlite_large_row_steps_go_by_primary_key(big_table: str) -> None:
     # Every pick (but the claim's, pinned above), write and read of large-row
     # mode starts from the listed ids: none may read the whole table.

@@ -5,6 +5,7 @@ counted) and exits 0; a second signal exits at once with a non-zero code."""
 
 from __future__ import annotations
 
+import random
 import signal
 import time
 from typing import Any
@@ -88,3 +89,53 @@ def test_second_signal_exits_at_once(
     assert time.monotonic() - sent < 2
     # Left to lease expiry: still running under the dead worker.
     assert Task.objects.get(id=task_id).status == "running"
+
+
+# Rounds of workers stopped while their handlers are finishing: a handler that
+# returns after SIGTERM must be settled, never handed back and run again.
+SETTLE_ROUNDS = 6
+SETTLE_WORKERS = 3
+SETTLE_CONCURRENCY = 2
+
+
+def test_handlers_returning_after_sigterm_are_settled_once(
+    cairnq_db: Any, start_worker: Any, ledger: Any
+) -> None:
+    rng = random.Random(17)
+    submitted: list[str] = []
+    for round_no in range(SETTLE_ROUNDS):
+        starts_before = len([e for e in ledger() if e["event"] == "start"])
+        batch = [
+            api.submit("demo.sleep", {"ms": 400}).id
+            for _ in range(SETTLE_WORKERS * SETTLE_CONCURRENCY)
+        ]
+        submitted += batch
+        workers = [
+            start_worker(
+                "--concurrency", str(SETTLE_CONCURRENCY), "--drain-timeout", "20"
+            )
+            for _ in range(SETTLE_WORKERS)
+        ]
+        wait_until(
+            lambda: len([e for e in ledger() if e["event"] == "start"])
+            >= starts_before + len(batch),
+            60,
+            what=f"round {round_no}: every handler started",
+        )
+        # Stop them at different points of the handlers' last 400 ms.
+        time.sleep(rng.uniform(0.0, 0.35))
+        for worker in workers:
+            worker.signal(signal.SIGTERM)
+        for worker in workers:
+            assert worker.wait(30) == 0, worker.output()[-2000:]
+            assert "handed back" not in worker.output(), worker.output()[-2000:]
+        rows = {row.id: row for row in Task.objects.filter(id__in=batch)}
+        assert {task_id: rows[task_id].status for task_id in batch} == {
+            task_id: "succeeded" for task_id in batch
+        }, f"round {round_no}"
+    starts: dict[str, int] = {}
+    for event in ledger():
+        if event["event"] == "start":
+            starts[event["task_id"]] = starts.get(event["task_id"], 0) + 1
+    assert starts == {task_id: 1 for task_id in submitted}
+    assert {row.attempt for row in Task.objects.filter(id__in=submitted)} == {1}

@@ -14,7 +14,7 @@ from typing import Any
 from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError, CommandParser
-from django.db import DEFAULT_DB_ALIAS, OperationalError, connections
+from django.db import DEFAULT_DB_ALIAS, DatabaseError, OperationalError, connections
 
 from ... import bounds
 
@@ -267,9 +267,11 @@ class Command(BaseCommand):
             max_tasks=options["max_tasks"],
             async_claim_commit=bool(async_claim_commit),
         )
-        self._run_checks(resources)
         alias = config.get("DATABASE") or DEFAULT_DB_ALIAS
-        self._require_schema(alias)
+        # First: some system checks open the database (a SQLite JSONField's),
+        # and a database that is down must be waited out, or refused, here.
+        self._require_schema(alias, wait=not options["burst"])
+        self._run_checks(resources)
         self._warn_clock_skew(alias)
         definitions = None
         if options["tasks"]:
@@ -370,8 +372,13 @@ class Command(BaseCommand):
                 -skew_ms / 1000,
             )
 
-    def _require_schema(self, alias: str) -> None:
-        """Refuse to start before ``migrate cairnq``; wait out a database that is down."""
+    def _require_schema(self, alias: str, *, wait: bool = True) -> None:
+        """Refuse to start before ``migrate cairnq``; wait out a database that is down.
+
+        Only an outage is waited out (``wait``; a ``--burst`` run has nothing
+        to wait for and exits instead): an error that retrying cannot mend,
+        such as a SQLite file that is not a database, ends the command at once.
+        """
         from django.db.migrations.executor import MigrationExecutor
 
         delay = 0.5
@@ -387,7 +394,11 @@ class Command(BaseCommand):
                 pending = executor.migration_plan(targets) if targets else []
                 tables = connection.introspection.table_names()
                 break
-            except OperationalError as exc:
+            except DatabaseError as exc:
+                if not wait or not isinstance(exc, OperationalError):
+                    raise CommandError(
+                        f"cannot open database {alias!r} ({_describe(alias)}): {exc}"
+                    ) from exc
                 self.stderr.write(
                     f"database unavailable ({exc}); retrying in {delay:.1f} s"
                 )
@@ -402,3 +413,13 @@ class Command(BaseCommand):
             raise CommandError(
                 f"the cairnq tables are missing from database {alias!r}; {_MIGRATE_HINT}"
             )
+
+
+def _describe(alias: str) -> str:
+    """Name the database an alias points at, without its password."""
+    settings_dict = connections[alias].settings_dict
+    if connections[alias].vendor == "sqlite":
+        return f"SQLite file {settings_dict.get('NAME')}"
+    host = settings_dict.get("HOST") or "localhost"
+    port = settings_dict.get("PORT") or 5432
+    return f"{connections[alias].vendor} database {settings_dict.get('NAME')!r} on {host}:{port}"
