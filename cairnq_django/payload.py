@@ -88,7 +88,7 @@ def encode_object(value: Any, *, what: str = "payload") -> str:
         text = encode(value, what=what)
     except SerializationError as exc:
         raise SerializationError(f"{exc} (at {_first_problem(value, what, deep=True) or what})") from exc
-    if ("\\u0000" in text and _ESCAPED_NUL.search(text)) or not (text.isascii() or _is_utf8(text)):
+    if ("\\u0000" in text and _ESCAPED_NUL.search(text)) or not (text.isascii() or is_utf8(text)):
         problem = _first_problem(value, what) or f"{what}: text that cannot be stored"
         raise SerializationError(f"{what} cannot be stored as JSON: {problem}")
     return text
@@ -98,7 +98,7 @@ def encode_object(value: Any, *, what: str = "payload") -> str:
 _ESCAPED_NUL = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
 
 
-def _is_utf8(text: str) -> bool:
+def is_utf8(text: str) -> bool:
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
