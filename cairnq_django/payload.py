@@ -98,6 +98,22 @@ def encode_object(value: Any, *, what: str = "payload") -> str:
 _ESCAPED_NUL = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
 
 
+def make_storable(value: Any) -> Any:
+    """``value`` with NUL spelled ``\\x00`` and lone surrogates replaced, in every string.
+
+    Exception text is the handler's (a message or a filename may hold
+    either): PostgreSQL's jsonb refuses NUL and neither database stores a
+    lone surrogate, so kept as they are they would lose the whole failure.
+    """
+    if isinstance(value, str):
+        return value.replace("\x00", "\\x00").encode("utf-8", "replace").decode("utf-8")
+    if isinstance(value, dict):
+        return {make_storable(k): make_storable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [make_storable(item) for item in value]
+    return value
+
+
 def is_utf8(text: str) -> bool:
     try:
         text.encode("utf-8")

@@ -155,22 +155,6 @@ def task_from_row(alias: str, row: dict[str, Any]) -> Task:
 _new_task = object.__new__
 
 
-def _storable_text(value: Any) -> Any:
-    """``value`` with NUL spelled ``\\x00`` and lone surrogates replaced, in every string.
-
-    Exception text is the handler's (a message or a filename may hold
-    either): PostgreSQL's jsonb refuses NUL and neither database stores a
-    lone surrogate, so kept as they are they would lose the whole failure.
-    """
-    if isinstance(value, str):
-        return value.replace("\x00", "\\x00").encode("utf-8", "replace").decode("utf-8")
-    if isinstance(value, dict):
-        return {_storable_text(k): _storable_text(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_storable_text(item) for item in value]
-    return value
-
-
 def encode_error(error: dict[str, Any], retryable: bool) -> str:
     """Encode an error envelope, falling back to the reduced envelope (3.13).
 
@@ -181,7 +165,7 @@ def encode_error(error: dict[str, Any], retryable: bool) -> str:
         text = _payload.encode(error, what="error envelope")
         if "\\u0000" not in text and _payload.is_utf8(text):
             return text
-        return _payload.encode(_storable_text(error), what="error envelope")
+        return _payload.encode(_payload.make_storable(error), what="error envelope")
     except SerializationError:
         reduced = {
             "type": str(error.get("type", "TaskError")),
@@ -190,7 +174,7 @@ def encode_error(error: dict[str, Any], retryable: bool) -> str:
             "retryable": bool(retryable),
             "details": {},
         }
-        return _payload.encode(_storable_text(reduced), what="error envelope")
+        return _payload.encode(_payload.make_storable(reduced), what="error envelope")
 
 
 def validate_spec(spec: SubmitSpec) -> None:

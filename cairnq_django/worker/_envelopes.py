@@ -6,7 +6,7 @@ import traceback
 from typing import Any
 
 from ..exceptions import TaskError
-from ..payload import Undecodable
+from ..payload import Undecodable, make_storable
 
 # Exception text can be arbitrarily large (a 10 MB message, a repr of a huge
 # object); the envelope is stored in the row and shown in the admin, so cap it.
@@ -59,9 +59,8 @@ def traceback_text(exc: BaseException) -> str:
         text = "".join(traceback.format_exception(exc))
     except Exception:  # noqa: BLE001 - a broken exception must still be recorded
         text = f"{type(exc).__name__}: {_text(exc)}\n"
-    # Lone surrogates and NUL (from a filename or a message) cannot be stored
-    # as JSON text on both dialects: they would cost the whole ``details``.
-    data = text.replace("\x00", "\\x00").encode("utf-8", "replace")
+    # Made storable before it is measured, so the bound holds for what is written.
+    data = make_storable(text).encode("utf-8")
     if len(data) <= MAX_TRACEBACK_BYTES:
         return data.decode("utf-8")
     # The mark is sized with the largest count it can show, so the result fits.
