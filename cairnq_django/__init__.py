@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-from ._wait import TaskRef
-from .api import (
+from .client.wait import TaskRef
+from .client.api import (
     acall,
     acancel,
     acancel_by_key,
@@ -47,12 +47,8 @@ from .api import (
     wait,
     wait_by_key,
 )
-from .api import (
-    alist_tasks as alist,
-)
-from .api import (
-    list_tasks as list,
-)
+from .client.api import alist_tasks as alist
+from .client.api import list_tasks as list
 from .exceptions import (
     AlreadyExists,
     CairnQError,
@@ -71,17 +67,17 @@ from .exceptions import (
 )
 
 if TYPE_CHECKING:
-    from .context import TaskContext
+    from .tasks.context import TaskContext
     from .models import Task, TaskStatus
-    from .registry import task
+    from .tasks.registry import task
 
 # name -> module that defines it, imported on first access.
 _LAZY = {
     "Task": ".models",
     "TaskStatus": ".models",
-    "task": ".registry",
-    "periodic": ".periodic",
-    "TaskContext": ".context",
+    "task": ".tasks.registry",
+    "periodic": ".tasks.periodic",
+    "TaskContext": ".tasks.context",
 }
 
 

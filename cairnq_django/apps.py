@@ -16,7 +16,7 @@ class CairnQConfig(AppConfig):
         from django.utils.module_loading import autodiscover_modules
 
         from . import checks, signals  # noqa: F401  (registers checks and receivers)
-        from .sqlite_connection import open_immediate
+        from .store.sqlite.connection import open_immediate
 
         # SQLite without a transaction_mode: write transactions take the lock at BEGIN.
         connection_created.connect(open_immediate, dispatch_uid="cairnq_sqlite_immediate")

@@ -36,11 +36,11 @@ from django.db import connections, transaction
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
-from . import bounds
-from .api import CONFLICTS
+from .protocol import bounds
+from .client.api import CONFLICTS
 
 if TYPE_CHECKING:
-    from .context import TaskContext as CairnqContext
+    from .tasks.context import TaskContext as CairnqContext
     from .models import Task as TaskRow
 
 # ---------------------------------------------------------------- compat
@@ -191,8 +191,8 @@ _django_tasks: dict[str, Any] = {}
 
 def _register(task: Any) -> None:
     """Register (once per name) the cairnq handler that runs this Django task."""
-    from .registry import get_task
-    from .registry import task as cairnq_task
+    from .tasks.registry import get_task
+    from .tasks.registry import task as cairnq_task
 
     name = task.module_path
     options = _cairnq_options(task)
@@ -521,7 +521,7 @@ class CairnqBackend(BaseTaskBackend):  # type: ignore[misc,valid-type]
     # ---- enqueue ---------------------------------------------------------------
     def enqueue(self, task: Any, args: Any, kwargs: Any) -> Any:
         """Insert one cairnq row for this call and return its ``TaskResult`` (READY)."""
-        from . import api
+        from .client import api
 
         self.validate_task(task)
         args = normalize_json(list(args))

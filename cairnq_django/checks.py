@@ -20,10 +20,10 @@ from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
 from django.db.utils import load_backend
 
-from . import bounds
-from .backpressure import limit_problems
+from .protocol import bounds
+from .client.backpressure import limit_problems
 from .conf import DEFAULTS
-from .sqlite_connection import WRITE_LOCK_MODES, chosen_transaction_mode
+from .store.sqlite.connection import WRITE_LOCK_MODES, chosen_transaction_mode
 
 SUPPORTED_VENDORS = ("sqlite", "postgresql")
 
@@ -87,7 +87,7 @@ def check_configuration(app_configs: Any = None, **kwargs: Any) -> list[checks.C
 
 
 def _check_unknown_tasks(config: Mapping[str, Any]) -> list[checks.CheckMessage]:
-    from .unknown_tasks import MODES
+    from .tasks.unknown import MODES
 
     messages: list[checks.CheckMessage] = []
     mode = config.get("UNKNOWN_TASKS")
@@ -112,7 +112,7 @@ def _check_unknown_tasks(config: Mapping[str, Any]) -> list[checks.CheckMessage]
 
 
 def _check_schedule() -> list[checks.CheckMessage]:
-    from .periodic import schedule_errors
+    from .tasks.periodic import schedule_errors
 
     return [
         checks.Error(
@@ -125,7 +125,7 @@ def _check_schedule() -> list[checks.CheckMessage]:
 
 
 def _check_retention(config: Mapping[str, Any]) -> list[checks.CheckMessage]:
-    from .retention import parse_rules
+    from .client.retention import parse_rules
 
     try:
         parse_rules(config["RETENTION"])

@@ -14,7 +14,7 @@ from django.db import models
 from django.db.models.fields.json import KeyTransform
 from django.utils.translation import gettext_lazy as _
 
-from .payload import decode_stored
+from .protocol.payload import decode_stored
 
 TERMINAL_STATUSES = ("succeeded", "failed", "canceled")
 LIVE_STATUSES = ("queued", "running")

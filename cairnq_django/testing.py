@@ -28,15 +28,15 @@ from typing import TYPE_CHECKING, Any
 from asgiref.sync import async_to_sync, sync_to_async
 
 from . import signals
-from .context import ContextHooks, TaskContext
+from .tasks.context import ContextHooks, TaskContext
 from .exceptions import LostLease, SerializationError
-from .payload import encode
-from .worker._envelopes import raised_envelope, unserializable_envelope
-from .worker.backoff import retry_delay_ms
+from .protocol.payload import encode
+from .protocol.envelopes import raised_envelope, unserializable_envelope
+from .protocol.backoff import retry_delay_ms
 
 if TYPE_CHECKING:
     from .models import Task
-    from .registry import TaskDefinition
+    from .tasks.registry import TaskDefinition
     from .store.base import Store
 
 __all__ = ["NotIdle", "run_task", "run_until_idle"]
@@ -147,8 +147,8 @@ def _settle(store: Store, definition: TaskDefinition, ctxs: list[TaskContext], v
 def run_task(store: Store, rows: Sequence[Task], *, backoff: bool = False) -> list[Task]:
     """Run one handler call for claimed ``rows`` (one name) and settle them; return the settled rows."""
     from .models import Task as TaskModel
-    from .registry import get_task
-    from .worker._envelopes import no_handler_envelope
+    from .tasks.registry import get_task
+    from .protocol.envelopes import no_handler_envelope
 
     definition = get_task(rows[0].name)
     if definition is None:
@@ -201,7 +201,7 @@ def run_until_idle(
     stay queued. Raises ``NotIdle`` if tasks are still claimable after
     ``max_tasks`` claims or ``timeout`` seconds (a task that re-enqueues itself).
     """
-    from .registry import get_task, registered
+    from .tasks.registry import get_task, registered
     from .store import get_store
 
     store = get_store()

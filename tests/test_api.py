@@ -22,8 +22,9 @@ from django.db import connection, transaction
 from django.test import override_settings
 
 import cairnq_django as cq
-from cairnq_django import _wait, backpressure, signals
-from cairnq_django.payload import encode
+from cairnq_django.client import wait as _wait, backpressure
+from cairnq_django import signals
+from cairnq_django.protocol.payload import encode
 
 from tests._threads import Later
 

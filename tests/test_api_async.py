@@ -15,7 +15,7 @@ from asgiref.sync import async_to_sync
 from django.test import override_settings
 
 import cairnq_django as cq
-from cairnq_django.payload import encode
+from cairnq_django.protocol.payload import encode
 
 from tests._threads import Later
 

@@ -26,10 +26,11 @@ from django.test import override_settings
 from django.utils import timezone
 
 import cairnq_django as cq
-from cairnq_django import api, bounds
-from cairnq_django.context import TaskContext
+from cairnq_django.client import api
+from cairnq_django.protocol import bounds
+from cairnq_django.tasks.context import TaskContext
 from cairnq_django.exceptions import SerializationError
-from cairnq_django.payload import encode
+from cairnq_django.protocol.payload import encode
 from cairnq_django.store.base import SubmitSpec
 
 REPO = Path(__file__).resolve().parent.parent
@@ -387,7 +388,7 @@ def test_resource_declared_only_on_the_worker_passes_check_and_migrate(subproces
 
 
 def test_task_decorator_refuses_what_submit_would() -> None:
-    from cairnq_django.registry import TaskDefinitionError, unregister
+    from cairnq_django.tasks.registry import TaskDefinitionError, unregister
 
     for options, label in (
         ({"priority": INT4_MAX + 1}, "priority"),

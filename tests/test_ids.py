@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from unittest import mock
 
-from cairnq_django import ids
+from cairnq_django.protocol import ids
 
 CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 
@@ -24,7 +24,7 @@ def test_ulid_matches_the_reference_encoding() -> None:
     cases = [(0, bytes(10)), ((1 << 48) - 1, b"\xff" * 10), (1_764_000_000_000, bytes(range(10)))]
     cases += [(int.from_bytes(os.urandom(6), "big"), os.urandom(10)) for _ in range(500)]
     for ms, randomness in cases:
-        with mock.patch("cairnq_django.ids.os.urandom", return_value=randomness):
+        with mock.patch("cairnq_django.protocol.ids.os.urandom", return_value=randomness):
             assert ids.ulid(ms) == reference_ulid(ms, randomness)
 
 
@@ -38,7 +38,7 @@ def test_ids_have_their_prefix_and_sort_by_millisecond() -> None:
 def test_ids_made_in_bulk_match_the_reference_encoding() -> None:
     ms = int.from_bytes(os.urandom(6), "big")
     randomness = os.urandom(10 * 300)
-    with mock.patch("cairnq_django.ids.os.urandom", return_value=randomness):
+    with mock.patch("cairnq_django.protocol.ids.os.urandom", return_value=randomness):
         made = ids.ulids(300, ms)
     assert made == [reference_ulid(ms, randomness[i : i + 10]) for i in range(0, 3000, 10)]
     bulk = ids.task_ids(1000)

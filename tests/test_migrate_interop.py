@@ -39,7 +39,7 @@ from _schema_support import (
     upstream_reference,
 )
 
-from cairnq_django import schema
+from cairnq_django.store import schema
 
 ORM_GET = """
 import json, os
@@ -63,7 +63,7 @@ print(json.dumps("ok"))
 INSTALL_RACER = """
 import json, os, time
 from django.db import connection
-from cairnq_django.schema import install
+from cairnq_django.store.schema import install
 time.sleep(max(0.0, float(os.environ["CAIRNQ_TEST_START_AT"]) - time.time()))
 print(json.dumps(install(connection)))
 """
@@ -71,7 +71,7 @@ print(json.dumps(install(connection)))
 INSTALL_UNTIL = """
 import json, os
 from django.db import connection
-from cairnq_django.schema import install
+from cairnq_django.store.schema import install
 print(json.dumps(install(connection, until=os.environ["CAIRNQ_TEST_UNTIL"])))
 """
 

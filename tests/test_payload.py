@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from cairnq_django import payload
+from cairnq_django.protocol import payload
 from cairnq_django.exceptions import SerializationError
 
 # The standard library's encoder with the settings payload.py documents.

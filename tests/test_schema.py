@@ -29,9 +29,9 @@ from _schema_support import (
 )
 from django.db import IntegrityError, connection, transaction
 
-from cairnq_django import schema
+from cairnq_django.store import schema
 from cairnq_django.models import MigrationLedger, ProtocolMeta, Task, TaskKey
-from cairnq_django.store.sql import statement_names
+from cairnq_django.store.sql_files import statement_names
 
 NINE_INDEXES = {
     "cairnq_tasks_claim_idx",

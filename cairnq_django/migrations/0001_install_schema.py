@@ -1,6 +1,6 @@
 """Declare the cairnq models and install the shared cairnq v1 tables.
 
-Non-atomic on purpose: ``cairnq_django.schema.install`` commits the ledger
+Non-atomic on purpose: ``cairnq_django.store.schema.install`` commits the ledger
 table first and then each upstream step in its own short transaction with the
 ledger locked, as the upstream SDKs do, so a concurrent installer (another
 ``migrate`` or an upstream SDK connecting) waits per step instead of for the
@@ -18,7 +18,7 @@ from django.db.backends.base.schema import BaseDatabaseSchemaEditor
 
 
 def install_schema(apps: Any, schema_editor: BaseDatabaseSchemaEditor) -> None:
-    from cairnq_django.schema import install
+    from cairnq_django.store.schema import install
 
     install(schema_editor.connection)
 

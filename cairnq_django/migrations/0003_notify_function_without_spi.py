@@ -2,7 +2,7 @@
 
 The schema ledger records step 0003 once, so a database installed earlier
 keeps the function it got then. The new body sends each notification with a
-PL/pgSQL assignment instead of PERFORM (see sql/postgres/schema/0003_notify.sql):
+PL/pgSQL assignment instead of PERFORM (see store/postgres/sql/schema/0003_notify.sql):
 the same notifications for the same rows, cheaper per inserted row.
 ``CREATE OR REPLACE FUNCTION`` locks no table, so workers and other SDKs on
 the database carry on; the trigger itself is left as it is.
@@ -17,7 +17,7 @@ from django.db.backends.base.schema import BaseDatabaseSchemaEditor
 
 
 def replace_notify_function(apps: Any, schema_editor: BaseDatabaseSchemaEditor) -> None:
-    from cairnq_django.schema import dialect_of, notify_function
+    from cairnq_django.store.schema import dialect_of, notify_function
 
     if dialect_of(schema_editor.connection) != "postgres":
         return  # SQLite has no NOTIFY; its workers poll

@@ -37,11 +37,11 @@ def get_store(alias: str | None = None) -> Store:
     except ConnectionDoesNotExist as exc:
         raise ImproperlyConfigured(f"cairnq: database alias {name!r} is not in DATABASES") from exc
     if vendor == "postgresql":
-        from .postgres import PostgresStore
+        from .postgres.store import PostgresStore
 
         store = PostgresStore(name)
     elif vendor == "sqlite":
-        from .sqlite import SQLiteStore
+        from .sqlite.store import SQLiteStore
 
         store = SQLiteStore(name)
     else:

@@ -6,7 +6,7 @@ thread), ``limits`` (call, per-name, resource and byte budgets), ``executor``
 settlement writes), ``wakeup`` (LISTEN / file-change wake-ups), ``shutdown``
 (two-phase signals), ``backoff`` (retry delays), ``sweeper`` (the retention
 sweep) and ``checks`` (system checks). Periodic schedules are ticked from the
-loop through ``cairnq_django.periodic.Ticker``.
+loop through ``cairnq_django.tasks.periodic.Ticker``.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ from django.core import checks
 
 def resource_errors(resources: dict[str, Any]) -> list[str]:
     """Return one message per registered task naming an undeclared resource."""
-    from ..registry import registered
+    from ..tasks.registry import registered
 
     declared = ", ".join(sorted(resources)) or "none"
     return [

@@ -26,22 +26,22 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from ..exceptions import LostLease, SerializationError, TaskError
-from ..payload import encode
+from ..protocol.payload import encode
 from ..store.base import Failure
-from . import _db
-from ._envelopes import (
+from . import connections as _db
+from ..protocol.envelopes import (
     raised_envelope,
     timeout_envelope,
     undecodable_envelope,
     unserializable_envelope,
 )
-from .backoff import retry_delay_ms
+from ..protocol.backoff import retry_delay_ms
 from .settler import Settlement
 
 if TYPE_CHECKING:
-    from ..context import TaskContext
-    from ..registry import TaskDefinition
-    from .limits import Source
+    from ..tasks.context import TaskContext
+    from ..tasks.registry import TaskDefinition
+    from .budgets import Source
 
 logger = logging.getLogger("cairnq_django.worker")
 

@@ -22,22 +22,22 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import Error as DatabaseError
 
 from .. import signals
-from ..context import ContextHooks, TaskContext
-from ..ids import worker_id as new_worker_id
+from ..tasks.context import ContextHooks, TaskContext
+from ..protocol.ids import worker_id as new_worker_id
 from ..models import Task
-from ..registry import TaskDefinition, get_task, registered
-from . import _db
-from ._envelopes import no_handler_envelope, undecodable_envelope
+from ..tasks.registry import TaskDefinition, get_task, registered
+from . import connections as _db
+from ..protocol.envelopes import no_handler_envelope, undecodable_envelope
 from .db_file import DatabaseFile
 from .executor import Call, Executor
-from .lease import Heartbeat, beat_interval_ms
-from .limits import Budgets, Source, build_sources
+from .heartbeat import Heartbeat, beat_interval_ms
+from .budgets import Budgets, Source, build_sources
 from .settler import Settlement, Settler
-from .sweeper import Sweeper
-from .wakeup import CommitWaker, PgWaker, Waker
+from .housekeeping import Sweeper
+from .wakeups import CommitWaker, PgWaker, Waker
 
 if TYPE_CHECKING:
-    from ..store._common import SQLStore
+    from ..store.sql_store import SQLStore
     from ..store.base import Draw, Store
 
 logger = logging.getLogger("cairnq_django.worker")
@@ -180,7 +180,7 @@ class Worker(ContextHooks):
             on_end=self._on_call_end,
         )
         from ..conf import get_config
-        from ..periodic import Ticker
+        from ..tasks.periodic import Ticker
 
         # Periodic schedules are ticked from the loop (rate-limited inside);
         # retention sweeps and the unserved-names check (F18) run on a

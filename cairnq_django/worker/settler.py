@@ -24,11 +24,11 @@ from django.db import InterfaceError, OperationalError
 
 from ..exceptions import LostLease
 from ..store.base import Failure
-from . import _db
-from ._envelopes import unserializable_envelope
+from . import connections as _db
+from ..protocol.envelopes import unserializable_envelope
 
 if TYPE_CHECKING:
-    from ..context import TaskContext
+    from ..tasks.context import TaskContext
     from ..store.base import Store
 
 logger = logging.getLogger("cairnq_django.worker")

@@ -115,7 +115,7 @@ if task is not None:
 
 # Plain cairnq handlers beside the Django tasks: failures the worker must
 # describe the same way (class path and traceback in the envelope's details).
-from cairnq_django.registry import task as cairnq_task  # noqa: E402
+from cairnq_django.tasks.registry import task as cairnq_task  # noqa: E402
 
 
 @cairnq_task("native.plain.boom", max_attempts=1)

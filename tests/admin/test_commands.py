@@ -22,7 +22,7 @@ from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 
 from cairnq_django.models import Task
-from cairnq_django.retention import PurgeRule, parse_duration_ms, parse_rules, sweep
+from cairnq_django.client.retention import PurgeRule, parse_duration_ms, parse_rules, sweep
 
 from . import make_task
 

@@ -22,7 +22,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from cairnq_django.models import Task
-from cairnq_django.payload import Undecodable
+from cairnq_django.protocol.payload import Undecodable
 
 from . import make_task, status_of
 

@@ -17,7 +17,7 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from cairnq_django.registry import get_task
+from cairnq_django.tasks.registry import get_task
 
 from . import make_task
 

@@ -22,7 +22,7 @@ from django.test import Client, override_settings
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from cairnq_django import admin_preview
+from cairnq_django.admin import preview as admin_preview
 from cairnq_django.admin import PREVIEW_SOURCE_CHARS, TaskAdmin
 from cairnq_django.conf import get_config
 from cairnq_django.models import Task

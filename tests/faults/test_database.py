@@ -29,7 +29,7 @@ from typing import Any
 import pytest
 from django.db import connection
 
-from cairnq_django import api
+from cairnq_django.client import api
 from cairnq_django.models import Task
 
 from ._invariants import check, rows_from

@@ -19,7 +19,7 @@ from django.test import Client, override_settings
 from django.urls import reverse
 
 import cairnq_django as cq
-from cairnq_django import api
+from cairnq_django.client import api
 from cairnq_django.conf import get_config
 from cairnq_django.models import Task
 
@@ -299,7 +299,7 @@ def test_f19_names_with_sql_and_format_metacharacters(
             with pytest.raises(ValueError, match=f"{field} must .*{rule}"):
                 api.submit(kwargs.pop("name"), {}, **kwargs)
     # The decorator applies the same rule to the names it registers.
-    from cairnq_django.registry import TaskDefinitionError
+    from cairnq_django.tasks.registry import TaskDefinitionError
 
     for bad in ("bad\x00name", "n" * 2000):
         with pytest.raises(TaskDefinitionError, match="1024 bytes"):

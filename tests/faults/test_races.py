@@ -23,7 +23,7 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from cairnq_django import api
+from cairnq_django.client import api
 from cairnq_django.models import Task
 
 from ._invariants import fleet_peak

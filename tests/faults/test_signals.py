@@ -15,7 +15,7 @@ import pytest
 from django.core.management import call_command
 from django.db import connection, connections
 
-from cairnq_django import api
+from cairnq_django.client import api
 from cairnq_django.models import Task
 
 from .conftest import FULL, starts, verify, wait_terminal, wait_until

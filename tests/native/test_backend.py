@@ -23,7 +23,7 @@ from django.utils import timezone
 backends = pytest.importorskip("cairnq_django.backends")
 
 import cairnq_django as cq
-from cairnq_django.registry import get_task
+from cairnq_django.tasks.registry import get_task
 from testproject.native import tasks
 
 REPO = Path(__file__).resolve().parents[2]

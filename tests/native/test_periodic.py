@@ -21,8 +21,8 @@ import pytest
 from django.db import connection, connections
 
 import cairnq_django as cq
-from cairnq_django import periodic, registry
-from cairnq_django._cron import CronError, parse
+from cairnq_django.tasks import periodic, registry
+from cairnq_django.protocol.cron import CronError, parse
 from cairnq_django.models import ProtocolMeta
 
 UTC = dt.timezone.utc
@@ -335,7 +335,7 @@ def test_a_typo_fails_at_import() -> None:
 
 @pytest.mark.parametrize(
     "first",
-    ["import cairnq_django.periodic", "from cairnq_django import periodic", "import cairnq_django as c; c.periodic"],
+    ["import cairnq_django.tasks.periodic", "from cairnq_django import periodic", "import cairnq_django as c; c.periodic"],
 )
 def test_the_export_is_the_callable_module_whatever_was_imported_first(first: str, subprocess_env: dict[str, str]) -> None:
     import subprocess
@@ -346,7 +346,7 @@ def test_the_export_is_the_callable_module_whatever_was_imported_first(first: st
         f"{first}\n"
         "import cairnq_django as cq\n"
         "from cairnq_django import periodic as p\n"
-        "import cairnq_django.periodic as m\n"
+        "import cairnq_django.tasks.periodic as m\n"
         "assert cq.periodic is p is m, (cq.periodic, p, m)\n"
         "assert callable(p) and callable(p.tick)\n"
         "print(p('*/5 * * * *', name='x.y')(lambda ctx: None).name)\n"

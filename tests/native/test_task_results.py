@@ -24,11 +24,11 @@ from django.utils import timezone
 backends = pytest.importorskip("cairnq_django.backends")
 
 import cairnq_django as cq
-from cairnq_django import registry
+from cairnq_django.tasks import registry
 from cairnq_django.exceptions import TaskError as CairnqTaskError
 from cairnq_django.exceptions import TaskFailed
 from cairnq_django.testing import WORKER_ID, run_task
-from cairnq_django.worker._envelopes import MAX_TRACEBACK_BYTES
+from cairnq_django.protocol.envelopes import MAX_TRACEBACK_BYTES
 from testproject.native import tasks
 from tests.native.test_backend import REPO, run_worker
 
@@ -218,7 +218,7 @@ def test_attempts_count_while_a_retry_is_pending(cairnq_db: Any, subprocess_env:
 
 
 def test_a_traceback_is_storable_text_on_both_dialects(cairnq_db: Any, store: Any) -> None:
-    from cairnq_django.worker._envelopes import raised_envelope
+    from cairnq_django.protocol.envelopes import raised_envelope
 
     try:
         raise ValueError("nul \x00 and a lone surrogate \udc80 in one message")

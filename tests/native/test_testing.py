@@ -18,7 +18,8 @@ from django.contrib.auth.models import User
 from django.db import connection
 
 import cairnq_django as cq
-from cairnq_django import registry, signals
+from cairnq_django.tasks import registry
+from cairnq_django import signals
 from cairnq_django.exceptions import TaskError
 from cairnq_django.testing import NotIdle, run_until_idle
 from tests.conftest import clear_queue

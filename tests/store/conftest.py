@@ -15,7 +15,7 @@ from django.conf import settings
 from django.test import override_settings
 
 from cairnq_django.conf import get_config
-from cairnq_django.store.sqlite import LARGE_ROW_BYTES
+from cairnq_django.store.sqlite.store import LARGE_ROW_BYTES
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

@@ -22,11 +22,11 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import IntegrityError, OperationalError, connection, transaction
 from django.test.utils import CaptureQueriesContext, override_settings
 
-from cairnq_django import payload
+from cairnq_django.protocol import payload
 from cairnq_django.exceptions import AlreadyExists, LostLease
 from cairnq_django.models import Task
 from cairnq_django.store import get_store
-from cairnq_django.store._common import INSERT_CHUNK
+from cairnq_django.store.sql_store import INSERT_CHUNK
 from cairnq_django.store.base import Failure, Store, SubmitSpec
 
 ENVELOPE = {"type": "Boom", "code": "handler_error", "message": "boom", "retryable": True, "details": {}}
@@ -402,7 +402,7 @@ def test_postgres_bulk_submit_streams_its_rows_with_copy(
         pytest.skip("COPY is PostgreSQL's")
     import psycopg
 
-    from cairnq_django.store.postgres import COPY_ID_RUN
+    from cairnq_django.store.postgres.store import COPY_ID_RUN
 
     copies: list[str] = []
     real_copy = psycopg.Cursor.copy
@@ -483,7 +483,7 @@ def test_postgres_failed_copy_writes_nothing_and_keeps_the_callers_transaction(
 ) -> None:
     if dialect != "postgres":
         pytest.skip("COPY is PostgreSQL's")
-    from cairnq_django.store import postgres
+    from cairnq_django.store.postgres import store as postgres
 
     # The last part repeats an id of the first: the server refuses it after
     # the first parts' rows were already sent and inserted.
@@ -511,7 +511,7 @@ def test_a_spec_that_raises_while_a_bulk_submit_streams_writes_nothing(
     # read. Where the store streams (PostgreSQL's COPY), rows before the bad
     # one have already reached the server when it raises; the batch must
     # still write nothing, and the caller's transaction must stay usable.
-    from cairnq_django.store.postgres import COPY_ID_RUN
+    from cairnq_django.store.postgres.store import COPY_ID_RUN
 
     n = COPY_ID_RUN * 3
     bad = n - 10
@@ -542,7 +542,7 @@ def test_a_spec_that_raises_while_a_bulk_submit_streams_writes_nothing(
         after = store.submit(spec(value={"kept": True}, queue="streamed"))
     assert read[-1] == bad
     if dialect == "postgres":
-        from cairnq_django.store.postgres import COPY_WRITE_BYTES
+        from cairnq_django.store.postgres.store import COPY_WRITE_BYTES
 
         # Rows went out as their items were read: all but the last piece's
         # worth (each row here is over 100 characters).

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from cairnq_django import payload
+from cairnq_django.protocol import payload
 from cairnq_django.store.base import Store, SubmitSpec
 
 PROCESSES = 4

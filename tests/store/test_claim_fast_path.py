@@ -18,8 +18,8 @@ import pytest
 from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
-from cairnq_django import payload
-from cairnq_django.store._common import decode_row, decode_rows
+from cairnq_django.protocol import payload
+from cairnq_django.store.sql_store import decode_row, decode_rows
 from cairnq_django.store.base import Store, SubmitSpec
 
 

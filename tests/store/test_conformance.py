@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from cairnq_django import payload
+from cairnq_django.protocol import payload
 from cairnq_django.exceptions import AlreadyExists, LostLease
 from cairnq_django.models import Task
 from cairnq_django.store.base import Store, SubmitSpec

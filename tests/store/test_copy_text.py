@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from cairnq_django.store._copy_text import NULL, text
+from cairnq_django.store.postgres.copy_text import NULL, text
 
 
 def test_none_is_the_null_marker() -> None:

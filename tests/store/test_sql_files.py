@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 from django.db import connection
 
-from cairnq_django.store.large_rows import step_sql
-from cairnq_django.store.sql import DIALECTS, load, statement, statement_names
-from cairnq_django.store.sqlite import _LARGE_ROW_STEPS
+from cairnq_django.store.sqlite.large_rows import step_sql
+from cairnq_django.store.sql_files import DIALECTS, load, statement, statement_names
+from cairnq_django.store.sqlite.store import _LARGE_ROW_STEPS
 
 PLACEHOLDER = re.compile(r"%\((\w+)\)s")
 
@@ -132,7 +132,7 @@ def _plan(dialect: str, name: str, params: dict[str, Any]) -> str:
 
 def _plan_sql(dialect: str, sql: str, params: dict[str, Any]) -> str:
     if dialect == "sqlite":
-        from cairnq_django.store.sqlite import _now_ms
+        from cairnq_django.store.sqlite.store import _now_ms
 
         params = {"now": _now_ms(), **params}
         with connection.cursor() as cursor:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from cairnq_django.store.sqlite_durability import relaxed_commits
+from cairnq_django.store.sqlite.durability import relaxed_commits
 
 
 def open_db(path: Path, journal_mode: str = "wal", synchronous: int = 2) -> sqlite3.Connection:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from cairnq_django import payload
+from cairnq_django.protocol import payload
 from cairnq_django.store.base import Failure, Store, SubmitSpec
 
 

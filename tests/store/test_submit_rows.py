@@ -15,7 +15,7 @@ import pytest
 from django.db import connections
 from django.test.utils import CaptureQueriesContext
 
-from cairnq_django import payload
+from cairnq_django.protocol import payload
 from cairnq_django.models import Task
 from cairnq_django.store.base import Store, SubmitSpec
 

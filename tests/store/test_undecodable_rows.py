@@ -15,9 +15,9 @@ import pytest
 from asgiref.sync import async_to_sync
 from django.db import DataError, connection
 
-from cairnq_django import api
-from cairnq_django.payload import Undecodable
-from cairnq_django.store._common import PAYLOAD_BYTES
+from cairnq_django.client import api
+from cairnq_django.protocol.payload import Undecodable
+from cairnq_django.store.sql_store import PAYLOAD_BYTES
 from tests._foreign_rows import (
     BIG_INT,
     DEEP,

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from cairnq_django import api
+from cairnq_django.client import api
 from cairnq_django.models import Task
 
 from .conftest import intervals, max_overlap, wait_until

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from cairnq_django import api
+from cairnq_django.client import api
 from cairnq_django.models import Task
 
 from .conftest import wait_until

@@ -16,13 +16,13 @@ from django.db import connection
 from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 
-from cairnq_django import api
+from cairnq_django.client import api
 from cairnq_django.conf import get_config
-from cairnq_django.context import TaskContext
+from cairnq_django.tasks.context import TaskContext
 from cairnq_django.exceptions import LostLease
 from cairnq_django.models import Task
-from cairnq_django.payload import byte_size
-from cairnq_django.store._common import PAYLOAD_BYTES
+from cairnq_django.protocol.payload import byte_size
+from cairnq_django.store.sql_store import PAYLOAD_BYTES
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -12,10 +12,10 @@ import pytest
 from django.core import checks
 from django.test.utils import override_settings
 
-from cairnq_django import registry
-from cairnq_django.registry import TaskDefinitionError, task
-from cairnq_django.worker.backoff import retry_delay_ms
-from cairnq_django.worker.limits import Budgets, Source, build_sources
+from cairnq_django.tasks import registry
+from cairnq_django.tasks.registry import TaskDefinitionError, task
+from cairnq_django.protocol.backoff import retry_delay_ms
+from cairnq_django.worker.budgets import Budgets, Source, build_sources
 
 
 @pytest.fixture

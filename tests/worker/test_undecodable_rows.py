@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from django.db import connection
 
-from cairnq_django import api
+from cairnq_django.client import api
 from cairnq_django.models import Task
 from tests._foreign_rows import BIG_INT, DEEP, JSON5, LARGE_DEEP, leaseless, overwrite
 

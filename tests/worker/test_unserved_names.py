@@ -20,11 +20,11 @@ from django.db import connection
 from django.test import Client
 from django.urls import reverse
 
-from cairnq_django import api
-from cairnq_django.ids import task_id as new_task_id
+from cairnq_django.client import api
+from cairnq_django.protocol.ids import task_id as new_task_id
 from cairnq_django.models import Task
 from cairnq_django.store import get_store
-from cairnq_django.worker.sweeper import Sweeper
+from cairnq_django.worker.housekeeping import Sweeper
 
 from .conftest import wait_until
 

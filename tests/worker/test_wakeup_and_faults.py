@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from django.db import connection
 
-from cairnq_django import api
+from cairnq_django.client import api
 from cairnq_django.models import Task
 
 from .conftest import wait_until
@@ -103,7 +103,7 @@ def test_sqlite_idle_wait_sees_every_commit_of_another_connection(
     # a timer, as where the watch cannot be had.
     if dialect != "sqlite":
         pytest.skip("the commit counter is SQLite's; PostgreSQL wakes by LISTEN")
-    from cairnq_django.worker.wakeup import CommitWaker
+    from cairnq_django.worker.wakeups import CommitWaker
 
     other = sqlite3.connect(connection.settings_dict["NAME"], isolation_level=None)
     other.execute("CREATE TABLE IF NOT EXISTS waker_probe (x INTEGER)")
@@ -112,7 +112,7 @@ def test_sqlite_idle_wait_sees_every_commit_of_another_connection(
     waker = CommitWaker(lambda: False, "default")
     if mode == "watched":
         # Slices longer than the wait: only the watch can end it in time.
-        monkeypatch.setattr("cairnq_django.worker.wakeup._SLICE", 5.0)
+        monkeypatch.setattr("cairnq_django.worker.wakeups._SLICE", 5.0)
         waker.start()
         if waker.watch is None:
             other.execute("DROP TABLE waker_probe")
@@ -146,7 +146,7 @@ def test_sqlite_idle_wait_sees_every_commit_of_another_connection(
 def _watched_waker(dialect: str) -> Any:
     if dialect != "sqlite":
         pytest.skip("the WAL watch is SQLite's; PostgreSQL wakes by LISTEN")
-    from cairnq_django.worker.wakeup import CommitWaker
+    from cairnq_django.worker.wakeups import CommitWaker
 
     waker = CommitWaker(lambda: False, "default")
     waker.start()
@@ -197,7 +197,7 @@ def test_sqlite_watched_wait_sees_a_commit_made_while_it_sleeps(
     # shows as a wait that runs to its timeout.
     import threading
 
-    monkeypatch.setattr("cairnq_django.worker.wakeup._SLICE", 5.0)
+    monkeypatch.setattr("cairnq_django.worker.wakeups._SLICE", 5.0)
     waker = _watched_waker(dialect)
     other = sqlite3.connect(connection.settings_dict["NAME"], isolation_level=None, check_same_thread=False)
     other.execute("PRAGMA synchronous=FULL")  # a flush between the write and the publication
@@ -275,7 +275,7 @@ def test_sqlite_watched_wait_ends_on_wake_from_another_thread(cairnq_db: Any, di
 def test_sqlite_watched_wait_returns_on_stop_request(cairnq_db: Any, dialect: str) -> None:
     if dialect != "sqlite":
         pytest.skip("the WAL watch is SQLite's")
-    from cairnq_django.worker.wakeup import CommitWaker
+    from cairnq_django.worker.wakeups import CommitWaker
 
     stop = False
     waker = CommitWaker(lambda: stop, "default")
@@ -306,7 +306,7 @@ def test_sqlite_wait_polls_where_the_wal_cannot_be_watched(
     if dialect != "sqlite":
         pytest.skip("the WAL watch is SQLite's")
     from cairnq_django.worker import wal_watch
-    from cairnq_django.worker.wakeup import CommitWaker
+    from cairnq_django.worker.wakeups import CommitWaker
 
     monkeypatch.setattr(wal_watch, "_libc", lambda: None)
     waker = CommitWaker(lambda: False, "default")

@@ -12,9 +12,9 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from ... import bounds
+from ...protocol import bounds
 from ...models import TERMINAL_STATUSES, Task
-from ...retention import PurgeRule, parse_duration_ms, purge_rule
+from ...client.retention import PurgeRule, parse_duration_ms, purge_rule
 
 
 def _duration(text: str) -> int:
@@ -73,7 +73,7 @@ class Command(BaseCommand):
         parser.add_argument("--dry-run", action="store_true", help="Count what would be deleted; delete nothing.")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        from ...missing_schema import command_schema_required
+        from ...store.missing_schema import command_schema_required
         from ...store import get_store
 
         store = get_store()

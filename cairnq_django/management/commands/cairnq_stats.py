@@ -8,7 +8,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from ... import bounds
+from ...protocol import bounds
 from ...models import TaskStatus
 
 
@@ -29,7 +29,7 @@ class Command(BaseCommand):
         parser.add_argument("--json", action="store_true", help='Print {"queue": {"status": count}} as JSON.')
 
     def handle(self, *args: Any, **options: Any) -> None:
-        from ...missing_schema import command_schema_required
+        from ...store.missing_schema import command_schema_required
         from ...store import get_store
 
         store = get_store()

@@ -16,7 +16,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, OperationalError, connections
 
-from ... import bounds
+from ...protocol import bounds
 
 _MIGRATE_HINT = "run manage.py migrate cairnq"
 
@@ -191,7 +191,7 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         from ...conf import get_config
-        from ...registry import registered
+        from ...tasks.registry import registered
         from ...worker.loop import Worker, WorkerOptions
         from ...worker.shutdown import two_phase_signals
 

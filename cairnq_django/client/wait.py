@@ -15,11 +15,11 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from . import bounds
-from .exceptions import TaskTimeout
+from ..protocol import bounds
+from ..exceptions import TaskTimeout
 
 if TYPE_CHECKING:
-    from .models import Task
+    from ..models import Task
 
 TERMINAL = frozenset({"succeeded", "failed", "canceled"})
 

@@ -21,7 +21,7 @@ from typing import Any
 
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-from .conf import get_config
+from ...conf import get_config
 
 WRITE_LOCK_MODES = ("IMMEDIATE", "EXCLUSIVE")
 

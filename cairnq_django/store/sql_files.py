@@ -1,19 +1,25 @@
-"""Load the per-dialect SQL statements shipped in ``cairnq_django/sql``."""
+"""Load the SQL statements each dialect ships in ``store/<dialect>/sql/``."""
 
 from __future__ import annotations
 
 from functools import lru_cache
 from importlib import resources
+from importlib.abc import Traversable
 
 DIALECTS = ("sqlite", "postgres")
 
 
 @lru_cache(maxsize=None)
 def load(dialect: str, name: str) -> str:
-    """Return the text of ``sql/<dialect>/<name>.sql``; read once per process."""
+    """Return the text of ``store/<dialect>/sql/<name>.sql``; read once per process."""
+    return folder_of(dialect).joinpath(f"{name}.sql").read_text("utf-8")
+
+
+def folder_of(dialect: str) -> Traversable:
+    """The folder holding a dialect's statements (``schema/`` holds its migrations)."""
     if dialect not in DIALECTS:
         raise ValueError(f"unknown SQL dialect {dialect!r}")
-    return resources.files("cairnq_django").joinpath("sql", dialect, f"{name}.sql").read_text("utf-8")
+    return resources.files(f"cairnq_django.store.{dialect}").joinpath("sql")
 
 
 @lru_cache(maxsize=None)
@@ -34,5 +40,5 @@ def statement(dialect: str, name: str) -> str:
 
 def statement_names(dialect: str, folder: str = "") -> set[str]:
     """List the statements a dialect ships (used to keep both dialects in step)."""
-    base = resources.files("cairnq_django").joinpath("sql", dialect, *([folder] if folder else []))
+    base = folder_of(dialect).joinpath(*([folder] if folder else []))
     return {entry.name[:-4] for entry in base.iterdir() if entry.name.endswith(".sql")}

@@ -22,12 +22,12 @@ import warnings
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from .conf import get_config
-from .exceptions import UnknownTask, UnknownTaskWarning
+from ..conf import get_config
+from ..exceptions import UnknownTask, UnknownTaskWarning
 from .registry import get_task, registered
 
 if TYPE_CHECKING:
-    from .store.base import SubmitSpec
+    from ..store.base import SubmitSpec
 
 MODES = ("raise", "warn", "allow")
 

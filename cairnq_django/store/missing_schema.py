@@ -14,7 +14,7 @@ from contextlib import contextmanager
 
 from django.db import DatabaseError
 
-from .exceptions import SchemaNotInstalled
+from ..exceptions import SchemaNotInstalled
 
 TABLES = ("cairnq_tasks", "cairnq_task_keys", "cairnq_meta", "cairnq_migrations")
 

@@ -35,12 +35,12 @@ from typing import TYPE_CHECKING, Any
 
 from django.db import IntegrityError, transaction
 
-from ._cron import Cron, CronError, parse
-from .conf import get_config
+from ..protocol.cron import Cron, CronError, parse
+from ..conf import get_config
 
 if TYPE_CHECKING:
-    from .models import Task
-    from .store.base import Store
+    from ..models import Task
+    from ..store.base import Store
 
 __all__ = [
     "TICK_INTERVAL_S",
@@ -55,7 +55,7 @@ __all__ = [
     "tick",
 ]
 
-logger = logging.getLogger("cairnq_django.periodic")
+logger = logging.getLogger("cairnq_django.tasks.periodic")
 
 # How often a worker's Ticker runs tick(). Schedules have minute resolution,
 # so a few seconds of lateness is the price of not having a scheduler process.
@@ -166,7 +166,7 @@ def on_schedule(
 
 
 def _validate(schedule: Schedule) -> None:
-    from .api import build_spec
+    from ..client.api import build_spec
 
     # The same validation as a submit, now rather than at the first tick.
     build_spec(
@@ -284,11 +284,11 @@ def tick(store: Store, now_ms: int | None = None) -> list[Task]:
 
 def _enqueue_tick(store: Store, schedule: Schedule, due: int) -> Task | None:
     """Advance the marker to ``due`` and submit its task, in one transaction; None if lost."""
-    from . import signals
-    from .api import build_spec
-    from .exceptions import AlreadyExists
-    from .models import ProtocolMeta
-    from .models import Task as TaskModel
+    from .. import signals
+    from ..client.api import build_spec
+    from ..exceptions import AlreadyExists
+    from ..models import ProtocolMeta
+    from ..models import Task as TaskModel
 
     alias = store.alias
     key = marker_key(schedule.name)
@@ -360,10 +360,10 @@ class Ticker:
 
 
 class _CallableModule(types.ModuleType):
-    """This module, callable as the decorator: ``@cairnq_django.periodic("*/5 * * * *")``.
+    """This module, callable as the decorator: ``@cairnq_django.tasks.periodic("*/5 * * * *")``.
 
     The package exports ``periodic`` lazily, and importing this submodule also
-    binds ``cairnq_django.periodic`` to the module; whichever binding a caller
+    binds ``cairnq_django.tasks.periodic`` to the module; whichever binding a caller
     gets, calling it decorates and ``.tick`` is there.
     """
 

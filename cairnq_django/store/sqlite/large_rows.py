@@ -9,14 +9,14 @@ derived from it here rather than kept as copies that could drift:
   ``WHERE id IN (...)``, unchanged.
 
 The rest (the claim's lease write, the picks of the other writes, the reads)
-have no single-statement twin and live in ``sql/sqlite/large_rows/``.
+have no single-statement twin and live in ``store/sqlite/sql/large_rows/``.
 """
 
 from __future__ import annotations
 
 from functools import lru_cache
 
-from .sql import statement
+from ..sql_files import statement
 
 DERIVED_WRITES = frozenset(
     {"complete_many", "fail_many", "heartbeat_batch", "release", "heartbeat", "progress", "complete", "succeed", "fail"}

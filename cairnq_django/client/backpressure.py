@@ -31,8 +31,8 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.signals import setting_changed
 from django.dispatch import receiver
 
-from . import bounds
-from .exceptions import QueueFull
+from ..protocol import bounds
+from ..exceptions import QueueFull
 
 MAX_GRANT = 64
 FIRST_BACKOFF_MS = 250

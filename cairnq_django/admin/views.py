@@ -27,11 +27,11 @@ from django.urls import reverse
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
-from .admin_values import EMPTY, odd_time, storable_text, stored_datetime
-from .models import LIVE_STATUSES, TERMINAL_STATUSES, Task, TaskStatus, ms_to_datetime
+from .values import EMPTY, odd_time, storable_text, stored_datetime
+from ..models import LIVE_STATUSES, TERMINAL_STATUSES, Task, TaskStatus, ms_to_datetime
 
 if TYPE_CHECKING:
-    from .admin import TaskAdmin
+    from . import TaskAdmin
 
 # Ids handed to one cancel_many / retry_many statement.
 CHUNK_SIZE = 1000
@@ -41,7 +41,7 @@ FAILURE_WINDOW_MS = 3_600_000
 
 
 def _store() -> Any:
-    from .store import get_store
+    from ..store import get_store
 
     return get_store()
 

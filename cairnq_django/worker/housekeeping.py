@@ -24,11 +24,11 @@ from typing import TYPE_CHECKING, Any, cast
 
 from django.core.exceptions import ImproperlyConfigured
 
-from . import _db
+from . import connections as _db
 
 if TYPE_CHECKING:
-    from ..retention import PurgeRule
-    from ..store._common import SQLStore
+    from ..client.retention import PurgeRule
+    from ..store.sql_store import SQLStore
     from ..store.base import Store
 
 logger = logging.getLogger("cairnq_django.worker")
@@ -54,7 +54,7 @@ class Sweeper:
         names: Sequence[str] = (),
         unserved_interval_ms: int | None = None,
     ) -> None:
-        from ..retention import configured_rules
+        from ..client.retention import configured_rules
 
         self.interval = _interval_s("RETENTION_INTERVAL_MS", interval_ms)
         # None turns the unserved-names check off.
@@ -105,7 +105,7 @@ class Sweeper:
             _db.close_quietly(self.store.alias)
 
     def _sweep(self) -> None:
-        from ..retention import sweep
+        from ..client.retention import sweep
 
         try:
             deleted = sweep(self.store, rules=self.rules, should_stop=self._stop.is_set)
@@ -117,7 +117,7 @@ class Sweeper:
 
     def check_unserved(self) -> None:
         """Warn once per name about queued tasks in our queues that no handler here serves."""
-        from ..registry import get_task
+        from ..tasks.registry import get_task
 
         store = cast("SQLStore", self.store)
         try:

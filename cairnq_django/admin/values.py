@@ -21,7 +21,7 @@ from django.utils.safestring import SafeString
 from django.utils.text import Truncator
 from django.utils.translation import gettext as _
 
-from .payload import Undecodable
+from ..protocol.payload import Undecodable
 
 EMPTY = "—"
 # How much of an odd value's own text a marker repeats.

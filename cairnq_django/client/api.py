@@ -20,23 +20,19 @@ from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 from asgiref.sync import sync_to_async
 from django.db import DatabaseError, connections, transaction
 
-from . import _wait, backpressure, bounds, signals
-from ._wait import TaskRef
-from .conf import get_config
-from .exceptions import (
-    PayloadTooLarge,
-    SchemaNotInstalled,
-    SerializationError,
-    TaskCanceled,
-    TaskFailed,
-)
-from .missing_schema import is_missing_table
-from .payload import Undecodable, encode_object
-from .unknown_tasks import judge, judged
+from . import wait as _wait, backpressure
+from ..protocol import bounds
+from .. import signals
+from .wait import TaskRef
+from ..conf import get_config
+from ..exceptions import PayloadTooLarge, SchemaNotInstalled, SerializationError, TaskCanceled, TaskFailed
+from ..store.missing_schema import is_missing_table
+from ..protocol.payload import Undecodable, encode_object
+from ..tasks.unknown import judge, judged
 
 if TYPE_CHECKING:
-    from .models import Task
-    from .store.base import Store, SubmitSpec
+    from ..models import Task
+    from ..store.base import Store, SubmitSpec
 
 # Longest name, queue, key or correlation id submit accepts, in UTF-8 bytes.
 MAX_TEXT_BYTES = bounds.MAX_TEXT_BYTES
@@ -62,7 +58,7 @@ SUBMIT_OPTIONS = (
 
 
 def _store() -> Store:
-    from .store import get_store
+    from ..store import get_store
 
     return get_store()
 
@@ -163,7 +159,7 @@ def build_spec(
     The order is the protocol's (3.1): conflict, max_attempts, delay_ms, then
     the remaining argument types, then the payload and metadata encoding.
     """
-    from .store.base import SubmitSpec
+    from ..store.base import SubmitSpec
 
     if conflict not in CONFLICTS:
         raise ValueError(f"conflict must be one of {', '.join(CONFLICTS)}; got {conflict!r}")
@@ -246,7 +242,7 @@ def _announce(store: Store, rows: Sequence[Task]) -> None:
     outermost commit (and is dropped on rollback); outside one the row is
     already committed and the signal goes now.
     """
-    from .models import Task as TaskModel
+    from ..models import Task as TaskModel
 
     if not signals.task_enqueued.receivers:
         return  # nothing listens: skip walking a bulk submit's rows

@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING, Any
 
 from django.db import Error as DatabaseError
 
-from . import _db
+from . import connections as _db
 
 if TYPE_CHECKING:
-    from ..context import TaskContext
+    from ..tasks.context import TaskContext
     from ..store.base import Store
 
 logger = logging.getLogger("cairnq_django.worker")

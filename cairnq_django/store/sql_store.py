@@ -3,7 +3,7 @@ decision table, row decoding and statement execution.
 
 Each dialect subclass only says how its statements want lists, booleans and
 "now" bound (PostgreSQL takes time from the database, SQLite from the process)
-and how contention is waited out. The SQL itself lives in ``sql/<dialect>/``.
+and how contention is waited out. The SQL itself lives in ``store/<dialect>/sql/``.
 """
 
 from __future__ import annotations
@@ -23,12 +23,12 @@ from typing import Any, TypeVar
 from django.db import connections, transaction
 from django.db.models.base import ModelState
 
-from .. import bounds, payload as _payload
+from ..protocol import bounds, payload as _payload
 from ..exceptions import AlreadyExists, LostLease, SerializationError
-from ..ids import task_id as new_task_id, task_ids as new_task_ids
+from ..protocol.ids import task_id as new_task_id, task_ids as new_task_ids
 from ..models import LIVE_STATUSES, TERMINAL_STATUSES, Task, TaskStatus
 from .base import CONFLICT_STRATEGIES, Draw, Failure, Store, SubmitSpec
-from .sql import statement
+from .sql_files import statement
 
 T = TypeVar("T")
 

@@ -17,8 +17,8 @@ from typing import Any
 
 from django.db import connections
 
-from .models import Task
-from .store.sql import load
+from ..models import Task
+from ..store.sql_files import load
 
 # Python 3.10's sqlite3 has no blobopen; there the changelist keeps substr().
 BLOB_IO = hasattr(sqlite3.Connection, "blobopen")

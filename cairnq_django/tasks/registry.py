@@ -21,7 +21,7 @@ from typing import Any, overload
 
 from django.core.exceptions import ImproperlyConfigured
 
-from . import bounds
+from ..protocol import bounds
 
 __all__ = [
     "TaskDefinition",
@@ -164,7 +164,7 @@ class TaskDefinition:
 
     def submit(self, payload: Any = None, **options: Any) -> Any:
         """Submit a task for this handler; the decorator's queue/priority/max_attempts are defaults."""
-        from . import api
+        from ..client import api
 
         return api.submit(self.name, payload, **self._options(options))
 
@@ -172,7 +172,7 @@ class TaskDefinition:
         self, payload: Any = None, *, timeout: float | None = None, **options: Any
     ) -> Any:
         """Submit and wait; return the result or raise ``TaskFailed``/``TaskCanceled``/``TaskTimeout``."""
-        from . import api
+        from ..client import api
 
         if timeout is not None:
             options["timeout"] = timeout
@@ -319,4 +319,4 @@ def unregister(name: str) -> TaskDefinition | None:
 
 
 # The resource check needs the registry, so it is registered alongside it.
-from .worker import checks as _checks  # noqa: F401
+from ..worker import checks as _checks  # noqa: F401

@@ -19,12 +19,12 @@ from typing import TYPE_CHECKING, Any
 
 from django.core.exceptions import ImproperlyConfigured
 
-from . import bounds
-from .conf import get_config
-from .models import TERMINAL_STATUSES
+from ..protocol import bounds
+from ..conf import get_config
+from ..models import TERMINAL_STATUSES
 
 if TYPE_CHECKING:
-    from .store.base import Store
+    from ..store.base import Store
 
 DEFAULT_BATCH = 1000
 

@@ -22,13 +22,13 @@ from typing import Any
 from django.db import connections
 from django.db.backends.postgresql.psycopg_any import is_psycopg3
 
-from ..conf import get_config
-from ..models import Task
-from .base import SubmitSpec
-from ..ids import task_ids as new_task_ids
-from ._common import SQLStore, collector_paused
-from ._copy_text import text
-from .sql import statement
+from ...conf import get_config
+from ...models import Task
+from ..base import SubmitSpec
+from ...protocol.ids import task_ids as new_task_ids
+from ..sql_store import SQLStore, collector_paused
+from .copy_text import text
+from ..sql_files import statement
 
 # Slice size of a payload read by id (get_payload.sql): what the client
 # buffers at a time beyond the payload's own text.

@@ -6,7 +6,7 @@ import traceback
 from typing import Any
 
 from ..exceptions import TaskError
-from ..payload import Undecodable, make_storable
+from .payload import Undecodable, make_storable
 
 # Exception text can be arbitrarily large (a 10 MB message, a repr of a huge
 # object); the envelope is stored in the row and shown in the admin, so cap it.

@@ -33,11 +33,11 @@ from typing import Any, TypeVar
 
 from django.db import OperationalError, connections, transaction
 
-from ..conf import get_config
-from ..exceptions import DatabaseFull
-from ._common import SQLStore
+from ...conf import get_config
+from ...exceptions import DatabaseFull
+from ..sql_store import SQLStore
 from .large_rows import step_sql
-from .sqlite_durability import relaxed_commits
+from .durability import relaxed_commits
 
 T = TypeVar("T")
 

@@ -25,22 +25,18 @@ from typing import TYPE_CHECKING, Any, cast
 
 from django.db import transaction
 
-from . import bounds
-from .exceptions import LostLease
-from .payload import DEFERRED_SIZE_ATTR, byte_size, encode
-from .worker._envelopes import as_envelope
-from .worker.backoff import (
-    DEFAULT_RETRY_BACKOFF_MAX_MS,
-    DEFAULT_RETRY_BACKOFF_MS,
-    retry_delay_ms,
-)
+from ..protocol import bounds
+from ..exceptions import LostLease
+from ..protocol.payload import DEFERRED_SIZE_ATTR, byte_size, encode
+from ..protocol.envelopes import as_envelope
+from ..protocol.backoff import DEFAULT_RETRY_BACKOFF_MAX_MS, DEFAULT_RETRY_BACKOFF_MS, retry_delay_ms
 
 if TYPE_CHECKING:
     from concurrent.futures import Executor
 
-    from .models import Task
-    from .store._common import SQLStore
-    from .store.base import Store
+    from ..models import Task
+    from ..store.sql_store import SQLStore
+    from ..store.base import Store
 
 __all__ = ["AtomicCompletion", "TaskContext"]
 
@@ -455,7 +451,7 @@ class TaskContext:
         attempt's retry would create the same children again.
         """
         self._require_lease()
-        from . import api
+        from ..client import api
 
         options.setdefault("parent_id", self.task_id)
         options.setdefault("root_id", self.root_id or self.task_id)
@@ -465,7 +461,7 @@ class TaskContext:
 
     def wait(self, task_id: str, **options: Any) -> Task:
         """Wait for another task to finish (protocol 3.18)."""
-        from . import api
+        from ..client import api
 
         return api.wait(task_id, **options)
 

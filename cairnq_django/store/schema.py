@@ -2,7 +2,7 @@
 
 The tables are shared with the upstream SDKs, which track their schema in the
 ``cairnq_migrations`` ledger, one row per upstream step file. This module
-replays that ledger with the project's own DDL (``sql/<dialect>/schema/``):
+replays that ledger with the project's own DDL (``store/<dialect>/sql/schema/``):
 the ledger table is created and committed first, then every step runs in its
 own short transaction with the ledger locked, is skipped when its row exists,
 and is recorded under the upstream step name otherwise. That is what lets one
@@ -18,13 +18,13 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import cache
-from importlib import resources
+from .sql_files import folder_of
 from typing import Any
 
 from django.db import IntegrityError, OperationalError, ProgrammingError, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-logger = logging.getLogger("cairnq_django.schema")
+logger = logging.getLogger("cairnq_django.store.schema")
 
 # The upstream step names, in ledger order. PostgreSQL alone has 0003 (the
 # NOTIFY trigger); each name is also the file holding this project's DDL for it.
@@ -78,15 +78,11 @@ def dialect_of(connection: BaseDatabaseWrapper) -> str:
 
 @cache
 def _read(dialect: str, filename: str) -> str:
-    return (
-        resources.files("cairnq_django")
-        .joinpath("sql", dialect, "schema", filename)
-        .read_text("utf-8")
-    )
+    return folder_of(dialect).joinpath("schema", filename).read_text("utf-8")
 
 
 def statement(dialect: str, name: str) -> str:
-    """Return one ledger statement (``ledger_lock`` ...) of ``sql/<dialect>/schema``."""
+    """Return one ledger statement (``ledger_lock`` ...) of ``store/<dialect>/sql/schema``."""
     return _read(dialect, f"{name}.sql")
 
 

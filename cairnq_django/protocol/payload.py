@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .exceptions import SerializationError
+from ..exceptions import SerializationError
 
 # Set on a claimed Task whose payload the claim left in the database (too
 # large to carry, see sql/*/claim.sql): the payload's size in bytes, for the

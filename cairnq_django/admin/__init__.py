@@ -27,9 +27,9 @@ from django.utils.safestring import SafeString
 from django.utils.text import Truncator
 from django.utils.translation import gettext_lazy as _
 
-from . import admin_views
-from .admin_preview import fill_payload_heads, reads_blobs
-from .admin_values import (
+from . import views as admin_views
+from .preview import fill_payload_heads, reads_blobs
+from .values import (
     EMPTY,
     number_text,
     odd_progress,
@@ -39,11 +39,11 @@ from .admin_values import (
     time_text,
     time_value,
 )
-from .conf import get_config
-from .models import LIVE_STATUSES, QueueDashboard, Task, TaskKey, TaskStatus
-from .payload import Undecodable, decode_stored
-from .registry import get_task, registered
-from .store.sql import statement
+from ..conf import get_config
+from ..models import LIVE_STATUSES, QueueDashboard, Task, TaskKey, TaskStatus
+from ..protocol.payload import Undecodable, decode_stored
+from ..tasks.registry import get_task, registered
+from ..store.sql_files import statement
 
 # Rows counted exactly before the paginator settles for "more than this".
 COUNT_CAP = 10_000

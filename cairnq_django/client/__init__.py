@@ -1,0 +1,1 @@
+"""What application code calls: submit, queries, wait, backpressure, retention."""

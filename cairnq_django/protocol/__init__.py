@@ -1,0 +1,1 @@
+"""Protocol rules with no database: bounds, payload encoding, ids, cron, error envelopes, backoff."""

@@ -1,0 +1,1 @@
+"""The SQLite store, its statements (``sql/``) and SQLite-only machinery."""

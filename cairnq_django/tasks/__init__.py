@@ -1,0 +1,1 @@
+"""Declaring and running tasks: the registry, the handler's context, periodic schedules."""
