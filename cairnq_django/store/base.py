@@ -12,6 +12,7 @@ applied to many tasks in one statement, each task keeping its own outcome.
 
 from __future__ import annotations
 
+import abc
 import builtins
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -70,8 +71,21 @@ class Draw:
         return taken
 
 
-class Store:
-    """Abstract store; see ``postgres.PostgresStore`` and ``sqlite.SQLiteStore``.
+@dataclass(frozen=True)
+class ClaimProbe:
+    """What the claimable probe saw: work due for the queues and names, an expired lease anywhere."""
+
+    due: bool
+    expired: bool
+
+    @property
+    def any(self) -> bool:
+        """Return True when a claim session has something to do."""
+        return self.due or self.expired
+
+
+class Store(abc.ABC):
+    """The contract every caller builds on; ``sql_store.SQLStore`` implements it per dialect.
 
     All times are epoch milliseconds. Worker writes are conditioned on
     ownership (status running, this worker id, lease in the future); a single
@@ -82,10 +96,12 @@ class Store:
     alias: str  # Django database alias
 
     # ---- client side -------------------------------------------------
+    @abc.abstractmethod
     def submit(self, spec: SubmitSpec) -> Task:
         """Insert one task (keyed: the protocol's conflict strategies); return the row."""
         raise NotImplementedError
 
+    @abc.abstractmethod
     def submit_many(self, specs: Iterable[SubmitSpec]) -> builtins.list[Task]:
         """Submit many tasks in one transaction, keyed ones keeping every rule.
 
@@ -95,19 +111,24 @@ class Store:
         """
         raise NotImplementedError
 
+    @abc.abstractmethod
     def get(self, task_id: str) -> Task | None:
         raise NotImplementedError
 
+    @abc.abstractmethod
     def get_by_key(self, key: str) -> Task | None:
         raise NotImplementedError
 
+    @abc.abstractmethod
     def get_status(self, task_id: str) -> tuple[str, str] | None:
         """Return ``(id, status)`` or None: the cheap polling probe."""
         raise NotImplementedError
 
+    @abc.abstractmethod
     def get_status_by_key(self, key: str) -> tuple[str, str] | None:
         raise NotImplementedError
 
+    @abc.abstractmethod
     def list(
         self,
         *,
@@ -121,33 +142,42 @@ class Store:
     ) -> builtins.list[Task]:
         raise NotImplementedError
 
+    @abc.abstractmethod
     def stats(self, queue: str | None = None) -> dict[str, dict[str, int]]:
         raise NotImplementedError
 
+    @abc.abstractmethod
     def queue_depth(self, queue: str, max_depth: int) -> int:
         """Return headroom: ``max_depth`` minus queued rows, floored at 0."""
         raise NotImplementedError
 
+    @abc.abstractmethod
     def cancel(self, task_id: str) -> Task | None:
         raise NotImplementedError
 
+    @abc.abstractmethod
     def cancel_by_key(self, key: str) -> Task | None:
         raise NotImplementedError
 
+    @abc.abstractmethod
     def cancel_many(self, task_ids: Sequence[str]) -> builtins.list[Task]:
         """Cancel every listed live task in one statement; return the changed rows."""
         raise NotImplementedError
 
+    @abc.abstractmethod
     def retry(self, task_id: str, *, reset_attempt: bool = False) -> Task | None:
         raise NotImplementedError
 
+    @abc.abstractmethod
     def retry_by_key(self, key: str, *, reset_attempt: bool = False) -> Task | None:
         raise NotImplementedError
 
+    @abc.abstractmethod
     def retry_many(self, task_ids: Sequence[str], *, reset_attempt: bool = False) -> builtins.list[Task]:
         """Retry every listed failed/canceled task in one statement; return the changed rows."""
         raise NotImplementedError
 
+    @abc.abstractmethod
     def purge(
         self,
         *,
@@ -160,14 +190,41 @@ class Store:
         raise NotImplementedError
 
     # ---- worker side -------------------------------------------------
+    @abc.abstractmethod
     def now_ms(self) -> int:
         """Return the store's notion of now (database clock on PostgreSQL)."""
         raise NotImplementedError
 
+    @abc.abstractmethod
     def has_claimable(self, queues: Sequence[str], names: Sequence[str] | None) -> bool:
         """Read-only probe: anything claimable now, or any expired lease anywhere."""
         raise NotImplementedError
 
+    @abc.abstractmethod
+    def probe_claim(
+        self, queues: Sequence[str], names: Sequence[str] | None, *, leaseless: bool = True
+    ) -> ClaimProbe:
+        """Run the read-only probe (3.9 step 1): is work due, has any lease expired?
+
+        ``leaseless`` also counts a running row with no lease (a foreign
+        writer's) as expired. Finding none reads every running row, so a
+        worker asks it once per lease period rather than on every probe.
+        """
+        raise NotImplementedError
+
+    @abc.abstractmethod
+    def next_due(
+        self, queues: Sequence[str], names: Sequence[str], *, max_steps: int = 64
+    ) -> tuple[int, str] | None:
+        """When the earliest not-yet-due queued task of ``queues``/``names`` is due, and its name.
+
+        Returns ``(milliseconds from now, name)``, or None when no such task
+        waits. Read-only; tasks already due are not counted (the claim takes
+        those), so the milliseconds are at least 1.
+        """
+        raise NotImplementedError
+
+    @abc.abstractmethod
     def claim_session(
         self,
         queues: Sequence[str],
@@ -175,6 +232,12 @@ class Store:
         lease_ms: int,
         probe_names: Sequence[str] | None,
         plan: Callable[[Draw], object],
+        *,
+        probe: ClaimProbe | bool = True,
+        recover: bool | None = None,
+        single_draw: bool = False,
+        async_commit: bool = False,
+        reuse_plans: bool = False,
     ) -> builtins.list[Task] | None:
         """Run one claim session (protocol 3.9).
 
@@ -182,6 +245,18 @@ class Store:
         Otherwise, in one short transaction: recover expired leases, then call
         ``plan(draw)``, which may call ``draw(names, limit)`` any number of
         times. Return every row drawn.
+
+        ``probe`` is True to probe here, a ``ClaimProbe`` the caller just ran,
+        or False to skip the probe (the caller knows work is there). Lease
+        recovery runs when the probe saw an expired lease (otherwise it would
+        change nothing), or, without a probe, unless ``recover`` is False (a
+        worker that probed for expired leases moments ago). ``single_draw`` is
+        the caller's promise that ``plan`` draws at most once; with no recovery
+        to run, that draw is then one autocommit statement instead of a
+        transaction. ``async_commit`` (workers, ``CAIRNQ["ASYNC_CLAIM_COMMIT"]``)
+        lets the session's commit return before PostgreSQL flushes it to disk.
+        ``reuse_plans`` (workers, whose claim connection runs nothing else of
+        theirs) lets PostgreSQL plan each claim statement once per connection.
         """
         raise NotImplementedError
 
@@ -198,32 +273,64 @@ class Store:
         rows = self.claim_session(queues, worker_id, lease_ms, names, lambda draw: draw(names, limit))
         return rows or []
 
+    @abc.abstractmethod
+    def get_payload(self, task_id: str) -> Any:
+        """Read and decode one task's payload (one a claim left in the database).
+
+        A payload Python cannot decode comes back as a ``payload.Undecodable``;
+        ``LostLease`` if the row is gone.
+        """
+        raise NotImplementedError
+
+    @abc.abstractmethod
+    def unserved_names(
+        self,
+        queues: Sequence[str],
+        names: Sequence[str],
+        *,
+        max_names: int = 1000,
+        limit: int = 100,
+    ) -> builtins.list[tuple[str, str]]:
+        """Return ``(queue, name)`` of queued tasks in ``queues`` whose name is not in ``names``.
+
+        A claim filtered by ``names`` never takes such rows: the worker reports
+        them. Read-only.
+        """
+        raise NotImplementedError
+
+    @abc.abstractmethod
     def recover_leases(self) -> int:
         """Recover expired leases outside a claim; return how many rows changed."""
         raise NotImplementedError
 
+    @abc.abstractmethod
     def heartbeat(self, task_id: str, worker_id: str, lease_ms: int) -> Task:
         raise NotImplementedError
 
+    @abc.abstractmethod
     def heartbeat_batch(
         self, task_ids: Sequence[str], worker_id: str, lease_ms: int
     ) -> dict[str, int | None]:
         """Renew owned tasks; return ``{id: cancel_requested_at_ms}`` of those renewed."""
         raise NotImplementedError
 
+    @abc.abstractmethod
     def progress(
         self, task_id: str, worker_id: str, progress: float | None, message: str | None
     ) -> Task:
         raise NotImplementedError
 
+    @abc.abstractmethod
     def succeed(
         self, task_id: str, worker_id: str, result_json: str | None, message: str | None = None
     ) -> Task:
         raise NotImplementedError
 
+    @abc.abstractmethod
     def complete(self, task_id: str, worker_id: str, result_json: str | None) -> Task:
         raise NotImplementedError
 
+    @abc.abstractmethod
     def complete_many(
         self, worker_id: str, results: Sequence[tuple[str, str | None]]
     ) -> dict[str, str]:
@@ -235,6 +342,7 @@ class Store:
         """
         raise NotImplementedError
 
+    @abc.abstractmethod
     def fail(
         self,
         task_id: str,
@@ -246,11 +354,13 @@ class Store:
     ) -> Task:
         raise NotImplementedError
 
+    @abc.abstractmethod
     def fail_many(self, worker_id: str, failures: Sequence[Failure]) -> dict[str, str]:
         """Fail many owned tasks in one statement, each with its own envelope,
         retryability and delay. Returns ``{id: final status}`` of rows written."""
         raise NotImplementedError
 
+    @abc.abstractmethod
     def release(self, task_ids: Sequence[str], worker_id: str) -> builtins.list[str]:
         """Hand owned running tasks back to ``queued`` (drain deadline) in one statement.
 

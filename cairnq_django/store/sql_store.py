@@ -17,7 +17,6 @@ import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from django.db import connections, transaction
@@ -27,7 +26,7 @@ from ..protocol import bounds, payload as _payload
 from ..exceptions import AlreadyExists, LostLease, SerializationError
 from ..protocol.ids import task_id as new_task_id, task_ids as new_task_ids
 from ..models import LIVE_STATUSES, TERMINAL_STATUSES, Task, TaskStatus
-from .base import CONFLICT_STRATEGIES, Draw, Failure, Store, SubmitSpec
+from .base import CONFLICT_STRATEGIES, ClaimProbe, Draw, Failure, Store, SubmitSpec
 from .sql_files import statement
 
 T = TypeVar("T")
@@ -234,19 +233,6 @@ def batches(items: Iterable[T], size: int) -> Iterator[builtins.list[T]]:
 
 def _unique(values: Iterable[str]) -> list[str]:
     return list(dict.fromkeys(values))
-
-
-@dataclass(frozen=True)
-class ClaimProbe:
-    """What the claimable probe saw: work due for the queues and names, an expired lease anywhere."""
-
-    due: bool
-    expired: bool
-
-    @property
-    def any(self) -> bool:
-        """Return True when a claim session has something to do."""
-        return self.due or self.expired
 
 
 def _once(run: Callable[[Sequence[str] | None, int], T]) -> Callable[[Sequence[str] | None, int], T]:
@@ -745,21 +731,7 @@ class SQLStore(Store):
         async_commit: bool = False,
         reuse_plans: bool = False,
     ) -> builtins.list[Task] | None:
-        """Run one claim session (protocol 3.9); see ``Store.claim_session``.
-
-        ``probe`` is True to probe here, a ``ClaimProbe`` the caller just ran,
-        or False to skip the probe (the caller knows work is there). Lease
-        recovery runs when the probe saw an expired lease (otherwise it would
-        change nothing), or, without a probe, unless ``recover`` is False (a
-        worker that probed for expired leases moments ago). ``single_draw`` is the
-        caller's promise that ``plan`` draws at most once; with no recovery to
-        run, that draw is then one autocommit statement instead of a
-        transaction (BEGIN and COMMIT are two of a claim's round trips).
-        ``async_commit`` (workers, ``CAIRNQ["ASYNC_CLAIM_COMMIT"]``) lets the
-        session's commit return before PostgreSQL flushes it to disk.
-        ``reuse_plans`` (workers, whose claim connection runs nothing else of
-        theirs) lets PostgreSQL plan each claim statement once per connection.
-        """
+        """Run one claim session (protocol 3.9); see ``Store.claim_session``."""
         if not isinstance(lease_ms, int) or lease_ms < 1:
             raise ValueError(f"lease_ms must be an integer >= 1, not {lease_ms!r}")
         wanted_queues = _unique(queues)

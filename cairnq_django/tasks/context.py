@@ -21,7 +21,7 @@ import asyncio
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from django.db import transaction
 
@@ -35,7 +35,6 @@ if TYPE_CHECKING:
     from concurrent.futures import Executor
 
     from ..models import Task
-    from ..store.sql_store import SQLStore
     from ..store.base import Store
 
 __all__ = ["AtomicCompletion", "TaskContext"]
@@ -211,7 +210,7 @@ class TaskContext:
         task = self._task
         if not self._payload_deferred:
             return
-        store = cast("SQLStore", self._store)
+        store = self._store
         # SQLite rewrites a whole row to change one column, and a write that
         # returns columns copies the old row too: each of this worker's writes
         # to such a row (claim, heartbeat, settlement) briefly holds about three

@@ -20,7 +20,7 @@ import math
 import threading
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from django.core.exceptions import ImproperlyConfigured
 
@@ -28,7 +28,6 @@ from . import connections as _db
 
 if TYPE_CHECKING:
     from ..client.retention import PurgeRule
-    from ..store.sql_store import SQLStore
     from ..store.base import Store
 
 logger = logging.getLogger("cairnq_django.worker")
@@ -119,9 +118,8 @@ class Sweeper:
         """Warn once per name about queued tasks in our queues that no handler here serves."""
         from ..tasks.registry import get_task
 
-        store = cast("SQLStore", self.store)
         try:
-            found = store.unserved_names(self.queues, self.names)
+            found = self.store.unserved_names(self.queues, self.names)
         except Exception as exc:  # noqa: BLE001 - the next check still runs
             logger.error("unserved-names check failed: %s", exc)
             return

@@ -16,7 +16,7 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from django.core.exceptions import ImproperlyConfigured
 from django.db import Error as DatabaseError
@@ -37,7 +37,6 @@ from .housekeeping import Sweeper
 from .wakeups import CommitWaker, PgWaker, Waker
 
 if TYPE_CHECKING:
-    from ..store.sql_store import SQLStore
     from ..store.base import Draw, Store
 
 logger = logging.getLogger("cairnq_django.worker")
@@ -512,7 +511,7 @@ class Worker(ContextHooks):
         """
         self._due_name = None
         try:
-            due = self._sql_store.next_due(self.options.queues, self.names)
+            due = self.store.next_due(self.options.queues, self.names)
         except DatabaseError as exc:
             logger.debug("reading the next due time failed: %s", exc)
             return poll_s
@@ -553,7 +552,7 @@ class Worker(ContextHooks):
         # that themselves), and has a lease expired (asked at least once per
         # poll interval, as often as an idle worker asks it).
         if not (self._last_full or self._hinted) or now - self._probed_at >= self._poll_s:
-            probe = self._sql_store.probe_claim(
+            probe = self.store.probe_claim(
                 self.options.queues, self.names, leaseless=self._leaseless_due(now)
             )
             self._probed_at = now
@@ -605,12 +604,6 @@ class Worker(ContextHooks):
         self._leaseless_at = now
         return True
 
-    @property
-    def _sql_store(self) -> SQLStore:
-        # The claim shortcuts (probe answers, single-draw sessions, async
-        # commit) are the SQL store's, beyond the abstract Store contract.
-        return cast("SQLStore", self.store)
-
     def _session(
         self, order: list[Source], *, probe: Any
     ) -> list[tuple[Source, list[tuple[TaskDefinition | None, list[Task]]]]]:
@@ -661,7 +654,7 @@ class Worker(ContextHooks):
         single = len(order) == 1
 
         def session() -> Any:
-            return self._sql_store.claim_session(
+            return self.store.claim_session(
                 self.options.queues,
                 self.worker_id,
                 self.options.lease_ms,
