@@ -19,8 +19,12 @@ __all__ = ["Worker", "WorkerOptions"]
 def __getattr__(name: str) -> Any:
     # Imported lazily: the registry imports ``worker.checks`` at import time,
     # and the loop imports the registry.
-    if name in __all__:
-        from . import loop
+    if name == "Worker":
+        from .loop import Worker
 
-        return getattr(loop, name)
+        return Worker
+    if name == "WorkerOptions":
+        from .options import WorkerOptions
+
+        return WorkerOptions
     raise AttributeError(name)

@@ -15,7 +15,6 @@ import logging
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from django.core.exceptions import ImproperlyConfigured
@@ -31,6 +30,7 @@ from ..protocol.envelopes import no_handler_envelope, undecodable_envelope
 from .db_file import DatabaseFile
 from .executor import Call, Executor
 from .heartbeat import Heartbeat, beat_interval_ms
+from .options import WorkerOptions
 from .budgets import Budgets, Source, build_sources
 from .settler import Settlement, Settler
 from .housekeeping import Sweeper
@@ -51,57 +51,6 @@ CLAIM_ERROR_BACKOFF_MAX_S = 5.0
 # outcome to the settler, and the least time the settler gets to write it.
 HANDOFF_WAIT_S = 5.0
 SETTLE_GRACE_S = 2.0
-
-
-@dataclass
-class WorkerOptions:
-    """Every knob of a worker; ``from_settings`` fills them from ``CAIRNQ``."""
-
-    queues: list[str] = field(default_factory=lambda: ["default"])
-    concurrency: int = 1
-    resources: dict[str, int] = field(default_factory=dict)
-    lease_ms: int = 30_000
-    heartbeat_interval_ms: int | None = None
-    max_run_ms: int | None = None
-    claim_batch: int | None = None
-    poll_interval_ms: int = 500
-    max_in_flight_bytes: int | None = None
-    retry_backoff_ms: int = 1_000
-    retry_backoff_max_ms: int = 30_000
-    drain_timeout: float = 30.0
-    burst: bool = False
-    max_tasks: int | None = None
-    async_claim_commit: bool = True
-
-    @classmethod
-    def from_settings(cls, **overrides: Any) -> WorkerOptions:
-        """Build options from ``CAIRNQ``, with non-None ``overrides`` winning."""
-        from ..conf import get_config
-
-        config = get_config()
-        options = cls(
-            queues=list(config["QUEUES"]),
-            concurrency=config["CONCURRENCY"],
-            resources=dict(config["RESOURCES"] or {}),
-            lease_ms=config["LEASE_MS"],
-            heartbeat_interval_ms=config["HEARTBEAT_INTERVAL_MS"],
-            max_run_ms=config["MAX_RUN_MS"],
-            claim_batch=config["CLAIM_BATCH"],
-            poll_interval_ms=config["POLL_INTERVAL_MS"],
-            max_in_flight_bytes=config["MAX_IN_FLIGHT_BYTES"],
-            retry_backoff_ms=config["RETRY_BACKOFF_MS"],
-            retry_backoff_max_ms=config["RETRY_BACKOFF_MAX_MS"],
-            drain_timeout=float(config["DRAIN_TIMEOUT"]),
-            async_claim_commit=bool(config["ASYNC_CLAIM_COMMIT"]),
-        )
-        for key, value in overrides.items():
-            if value is None:
-                continue
-            if key == "resources":
-                options.resources.update(value)
-            else:
-                setattr(options, key, value)
-        return options
 
 
 class Worker(ContextHooks):

@@ -192,7 +192,8 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         from ...conf import get_config
         from ...tasks.registry import registered
-        from ...worker.loop import Worker, WorkerOptions
+        from ...worker.loop import Worker
+        from ...worker.options import WorkerOptions
         from ...worker.shutdown import two_phase_signals
 
         self._configure_logging(options["verbosity"])
