@@ -12,7 +12,6 @@ import builtins
 import contextlib
 import gc
 import itertools
-import json
 import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -20,18 +19,17 @@ from contextlib import AbstractContextManager
 from typing import Any, TypeVar
 
 from django.db import connections, transaction
-from django.db.models.base import ModelState
 
 from ..protocol import bounds, payload as _payload
 from ..exceptions import AlreadyExists, LostLease, SerializationError
 from ..protocol.ids import task_id as new_task_id, task_ids as new_task_ids
 from ..models import LIVE_STATUSES, TERMINAL_STATUSES, Task, TaskStatus
 from .base import CONFLICT_STRATEGIES, ClaimProbe, Draw, Failure, Store, SubmitSpec
+from .rows import decode_rows, defer_large_payloads, task_from_row
 from .sql_files import statement
 
 T = TypeVar("T")
 
-JSON_COLUMNS = ("payload", "result", "error", "metadata")
 STATUSES = tuple(TaskStatus.values)
 
 # Written by whoever recovers a lease whose task has no attempts left (protocol 3.16).
@@ -42,10 +40,6 @@ LEASE_EXPIRED_ERROR = {
     "retryable": False,
     "details": {},
 }
-
-# A claimed Task whose payload stayed in the database carries its size here
-# (``get_payload`` loads it; Django's deferred-field loading as a fallback).
-PAYLOAD_BYTES = _payload.DEFERRED_SIZE_ATTR
 
 # Result column names per (dialect, statement file), filled on first use.
 _COLUMNS: dict[tuple[str, str], builtins.list[str]] = {}
@@ -67,91 +61,6 @@ _FRESH_ROW: dict[str, Any] = {
 # Unkeyed rows per multi-row insert. The rows travel as one JSON parameter, so
 # this bounds statement size and memory, not bound variables.
 INSERT_CHUNK = 500
-
-
-def decode_row(row: dict[str, Any]) -> dict[str, Any]:
-    """Decode the JSON columns of a raw row in place and return it.
-
-    A column Python cannot decode (see ``payload.Undecodable``) holds the
-    marker instead of raising, so one foreign row never hides the others.
-    """
-    for column in JSON_COLUMNS:
-        if column in row:
-            row[column] = _payload.decode_stored(row[column])
-    return row
-
-
-def decode_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Decode the JSON columns of many raw rows in place, with one parse.
-
-    A 256-row claim holds 512 small JSON texts (payload, metadata); parsing
-    them as one array costs a fraction of 512 ``json.loads`` calls. Every text
-    is a whole JSON value the database validated, so the joined array is valid
-    exactly when each part is. When it is not (a text Python refuses: nesting
-    past the recursion limit, an integer past the digit limit, malformed JSON
-    written around SQLite's CHECK), or it holds another number of values than
-    texts (malformed parts that joined into a valid array), the rows are
-    decoded one by one and each undecodable column gets its marker.
-    """
-    texts: list[str] = []
-    slots: list[tuple[dict[str, Any], str]] = []
-    for row in rows:
-        for column in JSON_COLUMNS:
-            value = row.get(column)
-            if type(value) is str:
-                texts.append(value)
-                slots.append((row, column))
-            elif value is not None and column in row:
-                row[column] = _payload.decode_stored(value)
-    if not texts:
-        return rows
-    try:
-        values = json.loads("[" + ",".join(texts) + "]")
-    except (ValueError, RecursionError):
-        values = None
-    if values is None or len(values) != len(texts):
-        for row, column in slots:
-            row[column] = _payload.decode_stored(row[column])
-        return rows
-    for (row, column), value in zip(slots, values):
-        row[column] = value
-    return rows
-
-
-def defer_large_payloads(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Turn the claim's ``payload_bytes`` column into a deferred payload, in place.
-
-    A claim returns a large payload's size instead of the payload (the
-    column is null then): the row loses its ``payload`` key, so the Task
-    built from it treats the field as deferred, and keeps the size.
-    """
-    for row in rows:
-        size = row.pop("payload_bytes", None)
-        if size is not None:
-            del row["payload"]
-            row[PAYLOAD_BYTES] = int(size)
-    return rows
-
-
-def task_from_row(alias: str, row: dict[str, Any]) -> Task:
-    """Build a ``Task`` from a decoded row, by column name, without ``Model.__init__``.
-
-    A claim of 256 rows spent most of its Python time in ``Model.__init__``
-    (per-field setattr, and the ``pre_init``/``post_init`` signals, twice per
-    row). The instance is the same one ``from_db`` builds (``_state.adding``
-    False, ``_state.db`` set), but those two signals are not sent for rows the
-    store reads: ``Task`` is unmanaged and the app connects nothing to them.
-    """
-    task = _new_task(Task)
-    state = ModelState()
-    state.adding = False
-    state.db = alias
-    row["_state"] = state
-    task.__dict__ = row
-    return task
-
-
-_new_task = object.__new__
 
 
 def encode_error(error: dict[str, Any], retryable: bool) -> str:

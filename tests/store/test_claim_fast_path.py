@@ -19,7 +19,7 @@ from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
 from cairnq_django.protocol import payload
-from cairnq_django.store.sql_store import decode_row, decode_rows
+from cairnq_django.store.rows import decode_row, decode_rows
 from cairnq_django.store.base import Store, SubmitSpec
 
 

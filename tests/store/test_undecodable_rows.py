@@ -17,7 +17,7 @@ from django.db import DataError, connection
 
 from cairnq_django.client import api
 from cairnq_django.protocol.payload import Undecodable
-from cairnq_django.store.sql_store import PAYLOAD_BYTES
+from cairnq_django.store.rows import PAYLOAD_BYTES
 from tests._foreign_rows import (
     BIG_INT,
     DEEP,

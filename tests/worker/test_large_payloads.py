@@ -22,7 +22,7 @@ from cairnq_django.tasks.context import TaskContext
 from cairnq_django.exceptions import LostLease
 from cairnq_django.models import Task
 from cairnq_django.protocol.payload import byte_size
-from cairnq_django.store.sql_store import PAYLOAD_BYTES
+from cairnq_django.store.rows import PAYLOAD_BYTES
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
