@@ -14,9 +14,12 @@ from django.db import connections
 from django.utils.connection import ConnectionDoesNotExist
 
 from ..conf import get_config
-from .base import Draw, Failure, Store, SubmitSpec
+from .base import ClaimHooks, ClaimProbe, ClaimRequest, Draw, Failure, Store, SubmitSpec
 
-__all__ = ["Draw", "Failure", "Store", "SubmitSpec", "clear_store_cache", "get_store"]
+__all__ = [
+    "ClaimHooks", "ClaimProbe", "ClaimRequest", "Draw", "Failure", "Store", "SubmitSpec",
+    "clear_store_cache", "get_store",
+]
 
 _stores: dict[str, Store] = {}
 _lock = threading.Lock()

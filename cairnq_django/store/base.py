@@ -84,6 +84,43 @@ class ClaimProbe:
         return self.due or self.expired
 
 
+@dataclass(frozen=True)
+class ClaimHooks:
+    """Seams a test injects into the claim session; the default has none.
+
+    ``after_lock`` runs inside the claim transaction once its draws have
+    locked rows. A session given one always runs as a transaction, never as
+    the single autocommit statement, so there are locks for it to hold.
+    """
+
+    after_lock: Callable[[], None] | None = None
+
+
+NO_HOOKS = ClaimHooks()
+
+
+@dataclass(frozen=True)
+class ClaimRequest:
+    """What one claim session is asked to do; see ``Store.claim_session``.
+
+    A worker builds its fast-path request once and reuses it for every poll.
+    """
+
+    queues: Sequence[str]
+    worker_id: str
+    lease_ms: int
+    # The names the probe asks about; each draw of the plan names its own.
+    names: Sequence[str] | None = None
+    # True: probe here; a ClaimProbe the caller just ran; False: no probe.
+    probe: ClaimProbe | bool = True
+    # None: recover when the probe saw an expired lease (always without a probe).
+    recover: bool | None = None
+    single_draw: bool = False
+    async_commit: bool = False
+    reuse_plans: bool = False
+    hooks: ClaimHooks = NO_HOOKS
+
+
 class Store(abc.ABC):
     """The contract every caller builds on; ``sql_store.SQLStore`` implements it per dialect.
 
@@ -225,20 +262,7 @@ class Store(abc.ABC):
         raise NotImplementedError
 
     @abc.abstractmethod
-    def claim_session(
-        self,
-        queues: Sequence[str],
-        worker_id: str,
-        lease_ms: int,
-        probe_names: Sequence[str] | None,
-        plan: Callable[[Draw], object],
-        *,
-        probe: ClaimProbe | bool = True,
-        recover: bool | None = None,
-        single_draw: bool = False,
-        async_commit: bool = False,
-        reuse_plans: bool = False,
-    ) -> builtins.list[Task] | None:
+    def claim_session(self, request: ClaimRequest, plan: Callable[[Draw], object]) -> builtins.list[Task] | None:
         """Run one claim session (protocol 3.9).
 
         Probe first; if nothing is claimable return None without a transaction.
@@ -246,17 +270,18 @@ class Store(abc.ABC):
         ``plan(draw)``, which may call ``draw(names, limit)`` any number of
         times. Return every row drawn.
 
-        ``probe`` is True to probe here, a ``ClaimProbe`` the caller just ran,
-        or False to skip the probe (the caller knows work is there). Lease
-        recovery runs when the probe saw an expired lease (otherwise it would
-        change nothing), or, without a probe, unless ``recover`` is False (a
-        worker that probed for expired leases moments ago). ``single_draw`` is
-        the caller's promise that ``plan`` draws at most once; with no recovery
-        to run, that draw is then one autocommit statement instead of a
-        transaction. ``async_commit`` (workers, ``CAIRNQ["ASYNC_CLAIM_COMMIT"]``)
-        lets the session's commit return before PostgreSQL flushes it to disk.
-        ``reuse_plans`` (workers, whose claim connection runs nothing else of
-        theirs) lets PostgreSQL plan each claim statement once per connection.
+        ``request.probe`` is True to probe here, a ``ClaimProbe`` the caller
+        just ran, or False to skip the probe (the caller knows work is there).
+        Lease recovery runs when the probe saw an expired lease (otherwise it
+        would change nothing), or, without a probe, unless ``recover`` is
+        False (a worker that probed for expired leases moments ago).
+        ``single_draw`` is the caller's promise that ``plan`` draws at most
+        once; with no recovery to run, that draw is then one autocommit
+        statement instead of a transaction. ``async_commit`` (workers,
+        ``CAIRNQ["ASYNC_CLAIM_COMMIT"]``) lets the session's commit return
+        before the database flushes it to disk. ``reuse_plans`` (workers, whose
+        claim connection runs nothing else of theirs) lets PostgreSQL plan each
+        claim statement once per connection. ``hooks`` are test seams.
         """
         raise NotImplementedError
 
@@ -270,7 +295,8 @@ class Store(abc.ABC):
         names: Sequence[str] | None = None,
     ) -> builtins.list[Task]:
         """The single-draw claim of the protocol (a session with one draw)."""
-        rows = self.claim_session(queues, worker_id, lease_ms, names, lambda draw: draw(names, limit))
+        request = ClaimRequest(queues, worker_id, lease_ms, names)
+        rows = self.claim_session(request, lambda draw: draw(names, limit))
         return rows or []
 
     @abc.abstractmethod

@@ -1,9 +1,10 @@
-"""The dialect-independent half of the store: validation, the keyed-submit
-decision table, row decoding and statement execution.
+"""The dialect-independent SQL store: validation, the keyed-submit decision
+table, statement execution and every operation but the claim.
 
-Each dialect subclass only says how its statements want lists, booleans and
-"now" bound (PostgreSQL takes time from the database, SQLite from the process)
-and how contention is waited out. The SQL itself lives in ``store/<dialect>/sql/``.
+The claim half is ``store/claim.py`` and row decoding ``store/rows.py``; each
+dialect subclass only says how its statements want lists, booleans and "now"
+bound (PostgreSQL takes time from the database, SQLite from the process) and
+how contention is waited out. The SQL itself lives in ``store/<dialect>/sql/``.
 """
 
 from __future__ import annotations
@@ -12,8 +13,6 @@ import builtins
 import contextlib
 import gc
 import itertools
-import os
-import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, TypeVar
@@ -24,7 +23,8 @@ from ..protocol import bounds, payload as _payload
 from ..exceptions import AlreadyExists, LostLease, SerializationError
 from ..protocol.ids import task_id as new_task_id, task_ids as new_task_ids
 from ..models import LIVE_STATUSES, TERMINAL_STATUSES, Task, TaskStatus
-from .base import CONFLICT_STRATEGIES, ClaimProbe, Draw, Failure, Store, SubmitSpec
+from . import claim
+from .base import CONFLICT_STRATEGIES, Failure, Store, SubmitSpec
 from .rows import decode_rows, defer_large_payloads, task_from_row
 from .sql_files import statement
 
@@ -98,31 +98,14 @@ def validate_spec(spec: SubmitSpec) -> None:
     bounds.PRIORITY.check(spec.priority, "priority")
 
 
-def _test_pause_after_lock() -> None:
-    """Sleep ``$CAIRNQ_TEST_PAUSE_AFTER_LOCK`` seconds inside a claim that drew rows.
-
-    Test-only (the fault suite kills a worker while its claim transaction
-    holds the row locks); unset, it costs one environment lookup per claim.
-    """
-    pause = os.environ.get("CAIRNQ_TEST_PAUSE_AFTER_LOCK")
-    if pause:
-        time.sleep(float(pause))
-
-
 @contextlib.contextmanager
 def collector_paused() -> Iterator[None]:
     """Hold off Python's cyclic garbage collector for a bulk write, then restore it.
 
-    A bulk submit allocates several containers per row (spec, row, Task,
-    decoded payload) and keeps them all: they are returned. The collector
-    would walk them again and again as they pile up (a young collection every
-    few hundred rows, now and then a full one over the whole process), yet
-    none can be cyclic garbage; reference counting still frees everything
-    else at once. Measured on 1,000-row PostgreSQL batches: about 13 % more
-    rows per second. The collector runs again as soon as the write ends,
-    and stays off if it was off already (the process's own choice). The
-    switch is process-wide: other threads skip collections too for the few
-    milliseconds a batch takes, and catch up with the first allocation after.
+    A bulk submit keeps every container it allocates (they are returned), so
+    none can be cyclic garbage, yet the collector would walk them again and
+    again as they pile up. It stays off if it was off already; the switch is
+    process-wide, and other threads catch up with their first allocation after.
     """
     was_enabled = gc.isenabled()
     gc.disable()
@@ -142,20 +125,6 @@ def batches(items: Iterable[T], size: int) -> Iterator[builtins.list[T]]:
 
 def _unique(values: Iterable[str]) -> list[str]:
     return list(dict.fromkeys(values))
-
-
-def _once(run: Callable[[Sequence[str] | None, int], T]) -> Callable[[Sequence[str] | None, int], T]:
-    """Wrap a draw so a second call fails: a transactionless session may draw only once."""
-    used = False
-
-    def draw_once(names: Sequence[str] | None, limit: int) -> T:
-        nonlocal used
-        if used:
-            raise RuntimeError("a single-draw claim session drew twice")
-        used = True
-        return run(names, limit)
-
-    return draw_once
 
 
 class SQLStore(Store):
@@ -523,83 +492,12 @@ class SQLStore(Store):
     def has_claimable(self, queues: Sequence[str], names: Sequence[str] | None) -> bool:
         return self.probe_claim(queues, names).any
 
-    def probe_claim(
-        self, queues: Sequence[str], names: Sequence[str] | None, *, leaseless: bool = True
-    ) -> ClaimProbe:
-        """Run the read-only probe (3.9 step 1): is work due, has any lease expired?
-
-        ``leaseless`` also counts a running row with no lease (a foreign
-        writer's) as expired. Finding none reads every running row, so a
-        worker asks it once per lease period rather than on every probe.
-        """
-        params = {
-            "queues": self._list(_unique(queues)),
-            "names": None if names is None else self._list(_unique(names)),
-            "leaseless": self._bool(leaseless),
-        }
-        row = self._rows("claimable_probe", params)[0]
-        return ClaimProbe(due=bool(row["due"]), expired=bool(row["expired"]))
-
-    def next_due(
-        self, queues: Sequence[str], names: Sequence[str], *, max_steps: int = 64
-    ) -> tuple[int, str] | None:
-        """When the earliest not-yet-due queued task of ``queues``/``names`` is due, and its name.
-
-        Returns ``(milliseconds from now, name)``, or None when no such task
-        waits. Read-only; tasks already due are not counted (the claim takes
-        those), so the milliseconds are at least 1.
-        """
-        wanted, served = _unique(queues), _unique(names)
-        if not wanted or not served:
-            return None
-        params = {
-            "queues": self._list(wanted),
-            "names": self._list(served),
-            "max_steps": max_steps,
-        }
-        rows = self._rows("next_run_at", params)
-        if not rows or rows[0]["due_in_ms"] is None:
-            return None
-        return int(rows[0]["due_in_ms"]), str(rows[0]["name"])
-
     def _recover(self, relaxed: bool = False) -> int:
         params = {"lease_expired_error": _payload.encode(LEASE_EXPIRED_ERROR), **self._claim_commit(relaxed)}
         return len(self._rows("recover_leases", params))
 
     def recover_leases(self) -> int:
         return self._run(self._recover)
-
-    def _draw(
-        self,
-        queues: builtins.list[str],
-        worker_id: str,
-        lease_ms: int,
-        names: Sequence[str] | None,
-        limit: int,
-        relaxed: bool = False,
-    ) -> builtins.list[Task]:
-        """One claim draw, using the equality shape when one queue / one name."""
-        if not queues:
-            return []
-        params: dict[str, Any] = {
-            "worker_id": worker_id,
-            "lease_ms": lease_ms,
-            "limit": limit,
-            **self._claim_commit(relaxed),
-        }
-        wanted = None if names is None else _unique(names)
-        one_name = wanted is not None and len(wanted) == 1
-        if len(queues) == 1:
-            params["queue"] = queues[0]
-            statement = "claim_one_queue_one_name" if one_name else "claim_one_queue"
-        else:
-            params["queues"] = self._list(queues)
-            statement = "claim_one_name" if one_name else "claim"
-        if one_name:
-            params["name"] = wanted[0]  # type: ignore[index]
-        else:
-            params["names"] = None if wanted is None else self._list(wanted)
-        return self._tasks(statement, params)
 
     def get_payload(self, task_id: str) -> Any:
         """Read and decode one task's payload (one a claim left in the database).
@@ -626,62 +524,10 @@ class SQLStore(Store):
             row = cursor.fetchone()
         return None if row is None else str(row[0])
 
-    def claim_session(
-        self,
-        queues: Sequence[str],
-        worker_id: str,
-        lease_ms: int,
-        probe_names: Sequence[str] | None,
-        plan: Callable[[Draw], object],
-        *,
-        probe: ClaimProbe | bool = True,
-        recover: bool | None = None,
-        single_draw: bool = False,
-        async_commit: bool = False,
-        reuse_plans: bool = False,
-    ) -> builtins.list[Task] | None:
-        """Run one claim session (protocol 3.9); see ``Store.claim_session``."""
-        if not isinstance(lease_ms, int) or lease_ms < 1:
-            raise ValueError(f"lease_ms must be an integer >= 1, not {lease_ms!r}")
-        wanted_queues = _unique(queues)
-        if reuse_plans:
-            self._reuse_claim_plans()
-        if probe is True:
-            probe = self.probe_claim(wanted_queues, probe_names)
-        if probe is not False and not probe.any:
-            return None
-        if recover is None:
-            recover = probe is False or probe.expired
-        # The fault suite's pause needs a claim transaction to hold open.
-        alone = single_draw and not recover and not os.environ.get("CAIRNQ_TEST_PAUSE_AFTER_LOCK")
-
-        def run(names: Sequence[str] | None, limit: int) -> builtins.list[Task]:
-            return self._draw(wanted_queues, worker_id, lease_ms, names, limit, async_commit)
-
-        if alone:
-
-            def statement() -> builtins.list[Task]:
-                draw = Draw(run=_once(run))  # fresh per attempt, as below
-                plan(draw)
-                return draw.rows
-
-            with self._claim_scope(async_commit):
-                return self._run(statement)
-
-        def session() -> builtins.list[Task]:
-            # A fresh Draw per attempt: a retried session must not report rows
-            # drawn by a rolled-back one.
-            draw = Draw(run=run)
-            with self._atomic():
-                if recover:
-                    self._recover(async_commit)
-                plan(draw)
-                if draw.rows:
-                    _test_pause_after_lock()
-            return draw.rows
-
-        with self._claim_scope(async_commit):
-            return self._run(session)
+    # The claim half (probe, session, draws, next due time): store/claim.py.
+    probe_claim = claim.probe_claim
+    claim_session = claim.claim_session
+    next_due = claim.next_due
 
     # ---- worker writes -------------------------------------------------
     def heartbeat(self, task_id: str, worker_id: str, lease_ms: int) -> Task:

@@ -32,6 +32,7 @@ from .executor import Call, Executor
 from .heartbeat import Heartbeat, beat_interval_ms
 from .options import WorkerOptions
 from .budgets import Budgets, Source, build_sources
+from ..store.base import ClaimRequest
 from .settler import Settlement, Settler
 from .housekeeping import Sweeper
 from .wakeups import CommitWaker, PgWaker, Waker
@@ -603,12 +604,11 @@ class Worker(ContextHooks):
         single = len(order) == 1
 
         def session() -> Any:
-            return self.store.claim_session(
+            request = ClaimRequest(
                 self.options.queues,
                 self.worker_id,
                 self.options.lease_ms,
                 self.names,
-                plan,
                 probe=probe,
                 # Without a probe, expired leases were checked less than a
                 # poll interval ago (see _claim).
@@ -619,6 +619,7 @@ class Worker(ContextHooks):
                 # thread's connection (handlers have theirs).
                 reuse_plans=True,
             )
+            return self.store.claim_session(request, plan)
 
         if self.write_lock is not None:
             with self.write_lock:

@@ -27,7 +27,7 @@ from cairnq_django.exceptions import AlreadyExists, LostLease
 from cairnq_django.models import Task
 from cairnq_django.store import get_store
 from cairnq_django.store.sql_store import INSERT_CHUNK
-from cairnq_django.store.base import Failure, Store, SubmitSpec
+from cairnq_django.store.base import ClaimRequest, Failure, Store, SubmitSpec
 
 ENVELOPE = {"type": "Boom", "code": "handler_error", "message": "boom", "retryable": True, "details": {}}
 
@@ -291,11 +291,11 @@ def test_claim_session_runs_several_draws(store: Store) -> None:
         assert draw([], 5) == [] and draw(["b"], 0) == []
         assert len(draw(["b"], 5)) == 3
 
-    rows = store.claim_session(["default"], "w1", 30_000, ["a", "b"], plan)
+    rows = store.claim_session(ClaimRequest(["default"], "w1", 30_000, ["a", "b"]), plan)
     assert rows is not None and len(rows) == 5
     assert sorted(r.name for r in rows) == ["a", "a", "b", "b", "b"]
     assert {r.id for r in rows} <= set(a) | set(b)
-    assert store.claim_session(["default"], "w1", 30_000, ["b"], plan) is None  # probe says nothing
+    assert store.claim_session(ClaimRequest(["default"], "w1", 30_000, ["b"]), plan) is None  # probe says nothing
 
 
 def test_get_store_per_alias(store: Store) -> None:

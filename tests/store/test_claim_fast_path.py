@@ -20,7 +20,7 @@ from django.test.utils import CaptureQueriesContext
 
 from cairnq_django.protocol import payload
 from cairnq_django.store.rows import decode_row, decode_rows
-from cairnq_django.store.base import Store, SubmitSpec
+from cairnq_django.store.base import ClaimRequest, Store, SubmitSpec
 
 
 def submit(store: Store, name: str = "job", value: Any = None, **kwargs: Any) -> Any:
@@ -54,13 +54,13 @@ def test_recovery_runs_only_when_a_lease_expired(store: Store) -> None:
         draw(["a"], 1)
 
     with CaptureQueriesContext(connection) as ctx:
-        assert len(store.claim_session(["default"], "w1", 30_000, ["a"], plan) or []) == 1
+        assert len(store.claim_session(ClaimRequest(["default"], "w1", 30_000, ["a"]), plan) or []) == 1
     assert not any("Recover every expired lease" in q["sql"] for q in ctx.captured_queries)
 
     stale = expire_lease(store)
     submit(store, "a")
     with CaptureQueriesContext(connection) as ctx:
-        rows = store.claim_session(["default"], "w1", 30_000, ["a"], plan, single_draw=True) or []
+        rows = store.claim_session(ClaimRequest(["default"], "w1", 30_000, ["a"], single_draw=True), plan) or []
     assert len(rows) == 1
     assert any("Recover every expired lease" in q["sql"] for q in ctx.captured_queries)
     recovered = store.get(stale.id)
@@ -77,7 +77,7 @@ def test_single_draw_session_runs_without_a_transaction(store: Store, write_mode
 
     with CaptureQueriesContext(connection) as ctx:
         rows = store.claim_session(
-            ["default"], "w1", 30_000, ["a"], plan, probe=False, recover=False, single_draw=True
+            ClaimRequest(["default"], "w1", 30_000, ["a"], probe=False, recover=False, single_draw=True), plan
         )
     assert rows is not None and len(rows) == 1 and rows[0].status == "running"
     assert seen == [False]
@@ -101,7 +101,7 @@ def test_single_draw_session_refuses_a_second_draw(store: Store) -> None:
         draw(["b"], 1)
 
     with pytest.raises(RuntimeError, match="drew twice"):
-        store.claim_session(["default"], "w1", 30_000, None, plan, probe=False, recover=False, single_draw=True)
+        store.claim_session(ClaimRequest(["default"], "w1", 30_000, None, probe=False, recover=False, single_draw=True), plan)
 
 
 def test_async_commit_applies_to_the_claim_transaction_only(store: Store, dialect: str) -> None:
@@ -117,8 +117,8 @@ def test_async_commit_applies_to_the_claim_transaction_only(store: Store, dialec
             cursor.execute("SELECT current_setting('synchronous_commit')")
             inside.append(cursor.fetchone()[0])
 
-    store.claim_session(["default"], "w1", 30_000, ["a"], plan, async_commit=True)
-    store.claim_session(["default"], "w1", 30_000, ["a"], plan, async_commit=False)
+    store.claim_session(ClaimRequest(["default"], "w1", 30_000, ["a"], async_commit=True), plan)
+    store.claim_session(ClaimRequest(["default"], "w1", 30_000, ["a"], async_commit=False), plan)
     with connection.cursor() as cursor:
         cursor.execute("SELECT current_setting('synchronous_commit')")
         after = cursor.fetchone()[0]
@@ -155,9 +155,9 @@ def test_sqlite_async_commit_relaxes_the_claim_session_only(store: Store, sqlite
         inside.append(sqlite_synchronous())
 
     before = sqlite_synchronous()
-    store.claim_session(["default"], "w1", 30_000, ["a"], plan, probe=False, recover=False, single_draw=True, async_commit=True)
-    store.claim_session(["default"], "w1", 30_000, ["a"], plan, async_commit=True)  # the full session: a transaction
-    store.claim_session(["default"], "w1", 30_000, ["a"], plan, async_commit=False)
+    store.claim_session(ClaimRequest(["default"], "w1", 30_000, ["a"], probe=False, recover=False, single_draw=True, async_commit=True), plan)
+    store.claim_session(ClaimRequest(["default"], "w1", 30_000, ["a"], async_commit=True), plan)  # the full session: a transaction
+    store.claim_session(ClaimRequest(["default"], "w1", 30_000, ["a"], async_commit=False), plan)
     assert before == 2
     assert inside == [1, 1, 2]
     assert sqlite_synchronous() == before  # restored when the session ended
@@ -175,7 +175,7 @@ def test_sqlite_claims_inside_a_callers_transaction_stay_synchronous(store: Stor
         inside.append(sqlite_synchronous())
 
     with transaction.atomic():
-        store.claim_session(["default"], "w1", 30_000, ["a"], plan, async_commit=True)
+        store.claim_session(ClaimRequest(["default"], "w1", 30_000, ["a"], async_commit=True), plan)
     assert inside == [2]
 
 
@@ -214,7 +214,7 @@ def test_a_worker_connection_plans_each_claim_once(store: Store, dialect: str) -
         draw(["a"], 1)
 
     def claim(**kwargs: Any) -> None:
-        store.claim_session(["default"], "w1", 30_000, ["a"], plan, single_draw=True, **kwargs)
+        store.claim_session(ClaimRequest(["default"], "w1", 30_000, ["a"], single_draw=True, **kwargs), plan)
 
     connection.close()
     with transaction.atomic():

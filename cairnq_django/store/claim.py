@@ -1,0 +1,161 @@
+"""The SQL store's claim (protocol 3.9): probe, session, draw, next due time.
+
+Read top to bottom: ``claim_session`` probes (or takes the caller's probe),
+then runs the caller's plan either as one autocommit statement (a single
+draw with no recovery to run) or in one transaction that first recovers
+expired leases; each ``draw`` picks the claim statement whose shape fits the
+queues and names. ``SQLStore`` binds these functions as its methods, and the
+statements run through its execution helpers and dialect hooks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from .base import ClaimProbe, ClaimRequest, Draw
+
+if TYPE_CHECKING:
+    from ..models import Task
+    from .sql_store import SQLStore
+
+T = TypeVar("T")
+
+
+def claim_session(store: SQLStore, request: ClaimRequest, plan: Callable[[Draw], object]) -> list[Task] | None:
+    """Run one claim session (protocol 3.9); see ``Store.claim_session``."""
+    lease_ms = request.lease_ms
+    if not isinstance(lease_ms, int) or lease_ms < 1:
+        raise ValueError(f"lease_ms must be an integer >= 1, not {lease_ms!r}")
+    queues = list(dict.fromkeys(request.queues))
+    relaxed = request.async_commit
+    if request.reuse_plans:
+        store._reuse_claim_plans()
+    probe = request.probe
+    if probe is True:
+        probe = probe_claim(store, queues, request.names)
+    if probe is not False and not probe.any:
+        return None
+    recover = request.recover
+    if recover is None:
+        recover = probe is False or probe.expired
+    after_lock = request.hooks.after_lock
+    worker_id = request.worker_id
+
+    def run(names: Sequence[str] | None, limit: int) -> list[Task]:
+        return draw(store, queues, worker_id, lease_ms, names, limit, relaxed)
+
+    # One draw and nothing to recover: one autocommit statement instead of
+    # BEGIN, draw, COMMIT. A hook after the locks needs them held open.
+    if request.single_draw and not recover and after_lock is None:
+
+        def statement() -> list[Task]:
+            session = Draw(run=_once(run))  # fresh per attempt, as below
+            plan(session)
+            return session.rows
+
+        with store._claim_scope(relaxed):
+            return store._run(statement)
+
+    def transaction() -> list[Task]:
+        # A fresh Draw per attempt: a retried session must not report rows
+        # drawn by a rolled-back one.
+        session = Draw(run=run)
+        with store._atomic():
+            if recover:
+                store._recover(relaxed)
+            plan(session)
+            if session.rows and after_lock is not None:
+                after_lock()
+        return session.rows
+
+    with store._claim_scope(relaxed):
+        return store._run(transaction)
+
+
+def probe_claim(
+    store: SQLStore, queues: Sequence[str], names: Sequence[str] | None, *, leaseless: bool = True
+) -> ClaimProbe:
+    """Run the read-only probe (3.9 step 1): is work due, has any lease expired?
+
+    ``leaseless`` also counts a running row with no lease (a foreign
+    writer's) as expired. Finding none reads every running row, so a
+    worker asks it once per lease period rather than on every probe.
+    """
+    params = {
+        "queues": store._list(list(dict.fromkeys(queues))),
+        "names": None if names is None else store._list(list(dict.fromkeys(names))),
+        "leaseless": store._bool(leaseless),
+    }
+    row = store._rows("claimable_probe", params)[0]
+    return ClaimProbe(due=bool(row["due"]), expired=bool(row["expired"]))
+
+
+def draw(
+    store: SQLStore,
+    queues: list[str],
+    worker_id: str,
+    lease_ms: int,
+    names: Sequence[str] | None,
+    limit: int,
+    relaxed: bool = False,
+) -> list[Task]:
+    """One claim draw, using the equality shape when one queue / one name."""
+    if not queues:
+        return []
+    params: dict[str, Any] = {
+        "worker_id": worker_id,
+        "lease_ms": lease_ms,
+        "limit": limit,
+        **store._claim_commit(relaxed),
+    }
+    wanted = None if names is None else list(dict.fromkeys(names))
+    one_name = wanted is not None and len(wanted) == 1
+    if len(queues) == 1:
+        params["queue"] = queues[0]
+        statement = "claim_one_queue_one_name" if one_name else "claim_one_queue"
+    else:
+        params["queues"] = store._list(queues)
+        statement = "claim_one_name" if one_name else "claim"
+    if one_name:
+        params["name"] = wanted[0]  # type: ignore[index]
+    else:
+        params["names"] = None if wanted is None else store._list(wanted)
+    return store._tasks(statement, params)
+
+
+def _once(run: Callable[[Sequence[str] | None, int], T]) -> Callable[[Sequence[str] | None, int], T]:
+    """Wrap a draw so a second call fails: a transactionless session may draw only once."""
+    used = False
+
+    def draw_once(names: Sequence[str] | None, limit: int) -> T:
+        nonlocal used
+        if used:
+            raise RuntimeError("a single-draw claim session drew twice")
+        used = True
+        return run(names, limit)
+
+    return draw_once
+
+
+def next_due(
+    store: SQLStore, queues: Sequence[str], names: Sequence[str], *, max_steps: int = 64
+) -> tuple[int, str] | None:
+    """When the earliest not-yet-due queued task of ``queues``/``names`` is due, and its name.
+
+    Returns ``(milliseconds from now, name)``, or None when no such task
+    waits. Read-only; tasks already due are not counted (the claim takes
+    those), so the milliseconds are at least 1.
+    """
+    wanted, served = list(dict.fromkeys(queues)), list(dict.fromkeys(names))
+    if not wanted or not served:
+        return None
+    params = {
+        "queues": store._list(wanted),
+        "names": store._list(served),
+        "max_steps": max_steps,
+    }
+    rows = store._rows("next_run_at", params)
+    if not rows or rows[0]["due_in_ms"] is None:
+        return None
+    return int(rows[0]["due_in_ms"]), str(rows[0]["name"])
