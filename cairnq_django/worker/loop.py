@@ -32,7 +32,7 @@ from .executor import Call, Executor
 from .heartbeat import Heartbeat, beat_interval_ms
 from .options import WorkerOptions
 from .budgets import Budgets, Source, build_sources
-from ..store.base import ClaimRequest
+from ..store.base import NO_HOOKS, ClaimHooks, ClaimRequest
 from .settler import Settlement, Settler
 from .housekeeping import Sweeper
 from .wakeups import CommitWaker, PgWaker, Waker
@@ -64,6 +64,7 @@ class Worker(ContextHooks):
         store: Store | None = None,
         definitions: Sequence[TaskDefinition] | None = None,
         worker_id: str | None = None,
+        hooks: ClaimHooks | None = None,
     ) -> None:
         if store is None:
             from ..store import get_store
@@ -91,6 +92,7 @@ class Worker(ContextHooks):
         self.inflight: dict[str, tuple[TaskContext, Call]] = {}
         self._inflight_lock = threading.Lock()
         self._cursor = 0
+        self.claim_hooks = hooks or NO_HOOKS
         # Claim fast path (see _claim): did a draw of the last poll come back full,
         # when did sources last come back empty, when did we last probe?
         self._last_full = False
@@ -618,6 +620,7 @@ class Worker(ContextHooks):
                 # Nothing but the worker's own statements runs on this
                 # thread's connection (handlers have theirs).
                 reuse_plans=True,
+                hooks=self.claim_hooks,
             )
             return self.store.claim_session(request, plan)
 

@@ -110,10 +110,11 @@ def test_f02_kill9_inside_the_claim_transaction(
     cairnq_db: Any, dialect: str, start_worker: Any, ledger: Any, figures: dict[str, Any]
 ) -> None:
     ids = [t.id for t in api.submit_many([("demo.sleep", {"ms": 20}) for _ in range(20)])]
-    # The victim sleeps 30 s between its locking claim and COMMIT.
+    # The victim sleeps 30 s between its locking claim and COMMIT (a claim
+    # hook its launcher injects).
     victim = start_worker(
         "--concurrency", "4", overrides={**FAST, "LEASE_MS": 30_000},
-        env={"CAIRNQ_TEST_PAUSE_AFTER_LOCK": "30"},
+        script=str(Path(__file__).with_name("_paused_worker.py")),
     )
     victim_id = victim.wait_ready()
     if dialect == "postgres":

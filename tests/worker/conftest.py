@@ -115,13 +115,17 @@ def ledger(ledger_dir: Path) -> Callable[[], list[dict[str, Any]]]:
 def start_worker(
     subprocess_env: dict[str, str], ledger_dir: Path, tmp_path: Path
 ) -> Iterator[Callable[..., WorkerProcess]]:
-    """Start ``manage.py cairnq_worker *args``; ``overrides`` overlay CAIRNQ for that process."""
+    """Start ``manage.py cairnq_worker *args``; ``overrides`` overlay CAIRNQ for that process.
+
+    ``script`` replaces ``manage.py`` (a test's launcher that injects hooks).
+    """
     started: list[WorkerProcess] = []
 
     def start(
         *args: str,
         overrides: dict[str, Any] | None = None,
         env: dict[str, str] | None = None,
+        script: str = "manage.py",
     ) -> WorkerProcess:
         environment = dict(subprocess_env)
         environment["LEDGER_DIR"] = str(ledger_dir)
@@ -133,7 +137,7 @@ def start_worker(
         log = tmp_path / f"worker-{len(started)}.log"
         with log.open("wb") as handle:
             proc = subprocess.Popen(
-                [sys.executable, "manage.py", "cairnq_worker", *args],
+                [sys.executable, script, "cairnq_worker", *args],
                 cwd=REPO,
                 env=environment,
                 stdout=handle,
