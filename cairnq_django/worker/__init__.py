@@ -1,6 +1,7 @@
 """The worker behind ``manage.py cairnq_worker``: one concern per module.
 
-``loop`` (``Worker.run`` and claim planning), ``lease`` (the heartbeat
+``options`` (``WorkerOptions``), ``loop`` (``Worker.run``), ``planner``
+(the claim poll: source order, probe, sessions, budgets), ``lease`` (the heartbeat
 thread), ``limits`` (call, per-name, resource and byte budgets), ``executor``
 (thread pool and event loop that run handlers), ``settler`` (coalesced
 settlement writes), ``wakeup`` (LISTEN / file-change wake-ups), ``shutdown``

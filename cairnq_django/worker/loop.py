@@ -1,12 +1,9 @@
-"""``Worker.run``: the claim loop and its planning (protocol 4.2, 4.3).
+"""``Worker.run``: the claim loop (protocol 4.2).
 
-Each poll runs ONE claim session: the store probes, recovers expired leases
-and then calls ``plan(draw)`` inside the claim transaction. The plan visits
-the sources (a name with ``batch``, ``concurrency`` or ``resource`` draws
-alone, the rest share one draw) starting one further along each poll, and
-sizes every draw from the live budgets; calls are deducted only for rows a
-draw actually returned. Slots are taken right after the claim, from the same
-counters the plan read, so a leased task never waits for a slot.
+Each turn of the loop waits for a free slot, asks the planner for one poll
+(``worker/planner.py``: source order, probe, claim sessions, budgets), hands
+what it drew to the executor, and sleeps when nothing was claimable. Errors
+back off; stopping drains the calls in flight.
 """
 
 from __future__ import annotations
@@ -24,7 +21,7 @@ from .. import signals
 from ..tasks.context import ContextHooks, TaskContext
 from ..protocol.ids import worker_id as new_worker_id
 from ..models import Task
-from ..tasks.registry import TaskDefinition, get_task, registered
+from ..tasks.registry import TaskDefinition, registered
 from . import connections as _db
 from ..protocol.envelopes import no_handler_envelope, undecodable_envelope
 from .db_file import DatabaseFile
@@ -32,19 +29,17 @@ from .executor import Call, Executor
 from .heartbeat import Heartbeat, beat_interval_ms
 from .options import WorkerOptions
 from .budgets import Budgets, Source, build_sources
-from ..store.base import NO_HOOKS, ClaimHooks, ClaimRequest
+from .planner import ClaimPlanner
+from ..store.base import NO_HOOKS, ClaimHooks
 from .settler import Settlement, Settler
 from .housekeeping import Sweeper
 from .wakeups import CommitWaker, PgWaker, Waker
 
 if TYPE_CHECKING:
-    from ..store.base import Draw, Store
+    from ..store.base import Store
 
 logger = logging.getLogger("cairnq_django.worker")
 
-# While busy, a source whose draw came back empty is drawn last in the polls
-# of the next 50 ms, so a poll usually ends at its first draw (see _claim).
-EMPTY_SOURCE_HOLD_S = 0.05
 # After a failed claim, wait before polling again (grows, capped, jittered).
 CLAIM_ERROR_BACKOFF_S = 0.25
 CLAIM_ERROR_BACKOFF_MAX_S = 5.0
@@ -89,21 +84,21 @@ class Worker(ContextHooks):
         # SQLite has one writer at a time; the worker's own writer threads take
         # turns in-process instead of sleeping in SQLite's busy handler.
         self.write_lock = threading.Lock() if store.dialect == "sqlite" else None
+        self.planner = ClaimPlanner(
+            store,
+            self.sources,
+            self.budgets,
+            queues=options.queues,
+            names=self.names,
+            worker_id=self.worker_id,
+            lease_ms=options.lease_ms,
+            poll_s=options.poll_interval_ms / 1000,
+            async_commit=options.async_claim_commit,
+            write_lock=self.write_lock,
+            hooks=hooks or NO_HOOKS,
+        )
         self.inflight: dict[str, tuple[TaskContext, Call]] = {}
         self._inflight_lock = threading.Lock()
-        self._cursor = 0
-        self.claim_hooks = hooks or NO_HOOKS
-        # Claim fast path (see _claim): did a draw of the last poll come back full,
-        # when did sources last come back empty, when did we last probe?
-        self._last_full = False
-        self._empty_until: dict[tuple[str, ...], float] = {}
-        self._probed_at = -1e9
-        self._hinted = False
-        # The name of the task the last idle wait was cut short for (see _idle_wait).
-        self._due_name: str | None = None
-        self._was_idle = True
-        self._productive_at: dict[tuple[str, ...], float] = {}
-        self._poll_s = options.poll_interval_ms / 1000
         self._stop_requested = False
         self.db_file: DatabaseFile | None = None
         self._db_file_check_at = 0.0
@@ -391,7 +386,7 @@ class Worker(ContextHooks):
                 continue
             # A wake-up from LISTEN (work arrived in our queues) or a freed
             # slot: worth drawing at once, without asking the probe first.
-            self._hinted = self.store.dialect == "postgres" and self.waker.event.is_set()
+            hinted = self.store.dialect == "postgres" and self.waker.event.is_set()
             self.waker.arm()
             seen_releases = self.budgets.releases
             # Burst ends only after an empty claim that started with nothing in
@@ -404,7 +399,10 @@ class Worker(ContextHooks):
                 and self.settler.idle
             )
             try:
-                drawn = self._claim()
+                drawn = self.planner.poll(
+                    hinted=hinted,
+                    remaining=None if max_tasks is None else max_tasks - self.claimed,
+                )
             except Exception as exc:
                 _db.close_quietly(self.store.alias)
                 if self._db_file_gone(0.0):
@@ -438,7 +436,7 @@ class Worker(ContextHooks):
             # Nothing claimable: sleep until work arrives, a slot frees, the
             # next delayed task is due, or the poll ends.
             self.waker.wait(
-                self._idle_wait(poll_s), extra=self._released_since(seen_releases)
+                self.planner.idle_timeout(poll_s), extra=self._released_since(seen_releases)
             )
 
     def _db_file_gone(self, every_s: float) -> bool:
@@ -455,199 +453,8 @@ class Worker(ContextHooks):
         self._fatal(f"{change} while it ran")
         return True
 
-    def _idle_wait(self, poll_s: float) -> float:
-        """How long an idle wait may last: the poll interval, or less if a task is due sooner.
-
-        Asked only when a claim came back empty, never on a claim that got
-        rows; a failed read falls back to the poll interval.
-        """
-        self._due_name = None
-        try:
-            due = self.store.next_due(self.options.queues, self.names)
-        except DatabaseError as exc:
-            logger.debug("reading the next due time failed: %s", exc)
-            return poll_s
-        if due is None:
-            return poll_s
-        due_in_ms, self._due_name = due
-        # One millisecond past run_at: the claim compares whole milliseconds.
-        return min(poll_s, (due_in_ms + 1) / 1000)
-
     def _released_since(self, seen: int) -> Any:
         return lambda: self.budgets.releases != seen
-
-    def _claim(
-        self,
-    ) -> list[tuple[Source, list[tuple[TaskDefinition | None, list[Task]]]]]:
-        """Run one poll: claim sessions of one draw each, up to the first that gets rows.
-
-        A poll of the protocol draws every source in one transaction; here each
-        source is drawn by a session of its own, in the same rotating order,
-        and the poll ends at the first source that got rows (the loop polls
-        again at once, from the next source, while slots are free). The rows
-        and their order are the same; each single-draw session is one
-        autocommit statement instead of BEGIN, draws and COMMIT. When the probe
-        reports an expired lease, the poll is the protocol's full session:
-        recovery, then every draw, in one transaction.
-        """
-        sources = self.sources
-        start = self._cursor % len(sources)
-        order = sources[start:] + sources[:start]
-        # Rotate the starting source so no name's backlog takes every free
-        # slot. The next poll starts after the first source that actually got
-        # rows (plain one-step rotation would hand every poll that starts on an
-        # empty source to the same next busy one).
-        self._cursor = (start + 1) % len(sources)
-        now = time.monotonic()
-        # The probe answers two questions: is anything due (skip it when the
-        # last draw came back full or LISTEN just said so: the draws answer
-        # that themselves), and has a lease expired (asked at least once per
-        # poll interval, as often as an idle worker asks it).
-        if not (self._last_full or self._hinted) or now - self._probed_at >= self._poll_s:
-            probe = self.store.probe_claim(
-                self.options.queues, self.names, leaseless=self._leaseless_due(now)
-            )
-            self._probed_at = now
-            if not probe.any:
-                self._last_full = False
-                self._was_idle = True
-                return []
-            if probe.expired:
-                drawn = self._session(order, probe=probe)
-                self._was_idle = not drawn
-                return drawn
-        if self._last_full:
-            # Busy: sources that came back empty moments ago go last, so the
-            # poll usually ends at its first draw.
-            fresh = [s for s in order if self._empty_until.get(s.names, 0.0) <= now]
-            order = fresh + [s for s in order if s not in fresh]
-        elif self._due_name is not None:
-            # Woken for a delayed task coming due: draw its source first.
-            due = self._due_name
-            order = sorted(order, key=lambda s: due not in s.names)
-        elif self._hinted and self._was_idle:
-            # Woken from idle by LISTEN: try the source that had work most
-            # recently first (rotation resumes with the next poll; nothing
-            # competes for the slots of an idle worker).
-            order = sorted(order, key=lambda s: -self._productive_at.get(s.names, 0.0))
-        self._due_name = None
-        for source in order:
-            drawn = self._session([source], probe=False)
-            if drawn:
-                self._was_idle = False
-                self._productive_at[drawn[0][0].names] = now
-                return drawn
-        self._last_full = False
-        self._was_idle = True
-        return []
-
-    # When this worker last asked the probe about running rows with no lease.
-    _leaseless_at = -1e9
-
-    def _leaseless_due(self, now: float) -> bool:
-        """Whether this probe should look for running rows with no lease (once per lease period).
-
-        A foreign writer's row like that is treated as an expired lease; the
-        check reads every running row, so it runs as often as an ordinary
-        lease can expire, not on every probe.
-        """
-        if now - self._leaseless_at < self.options.lease_ms / 1000:
-            return False
-        self._leaseless_at = now
-        return True
-
-    def _session(
-        self, order: list[Source], *, probe: Any
-    ) -> list[tuple[Source, list[tuple[TaskDefinition | None, list[Task]]]]]:
-        """Run one claim session drawing ``order`` (``probe``: a ClaimProbe, or False for none)."""
-        sources = self.sources
-        remaining = (
-            None
-            if self.options.max_tasks is None
-            else self.options.max_tasks - self.claimed
-        )
-        drawn: list[tuple[Source, list[tuple[TaskDefinition | None, list[Task]]]]] = []
-        full = [False]
-        hold_until = time.monotonic() + EMPTY_SOURCE_HOLD_S
-
-        def plan(draw: Draw) -> None:
-            drawn.clear()
-            full[0] = False
-            left = self.budgets.free()
-            rows_left = remaining
-            taken: dict[str, int] = {}
-            for source in order:
-                if left <= 0 or (rows_left is not None and rows_left <= 0):
-                    break
-                ceiling = self.budgets.source_ceiling(source, taken)
-                quota = left if ceiling is None else min(ceiling, left)
-                if quota <= 0:
-                    continue
-                limit = source.batch * quota
-                if rows_left is not None:
-                    limit = min(limit, rows_left)
-                rows = draw(list(source.names), limit)
-                if len(rows) == limit:
-                    full[0] = True
-                if not rows:
-                    self._empty_until[source.names] = hold_until
-                    continue
-                self._empty_until.pop(source.names, None)
-                calls = self._group(rows)
-                if not drawn:
-                    self._cursor = (sources.index(source) + 1) % len(sources)
-                drawn.append((source, calls))
-                left -= len(calls)
-                if rows_left is not None:
-                    rows_left -= len(rows)
-                if source.resource is not None:
-                    taken[source.resource] = taken.get(source.resource, 0) + len(calls)
-
-        single = len(order) == 1
-
-        def session() -> Any:
-            request = ClaimRequest(
-                self.options.queues,
-                self.worker_id,
-                self.options.lease_ms,
-                self.names,
-                probe=probe,
-                # Without a probe, expired leases were checked less than a
-                # poll interval ago (see _claim).
-                recover=None if probe is not False else False,
-                single_draw=single,
-                async_commit=self.options.async_claim_commit,
-                # Nothing but the worker's own statements runs on this
-                # thread's connection (handlers have theirs).
-                reuse_plans=True,
-                hooks=self.claim_hooks,
-            )
-            return self.store.claim_session(request, plan)
-
-        if self.write_lock is not None:
-            with self.write_lock:
-                rows = session()
-        else:
-            rows = session()
-        self._last_full = bool(rows) and full[0]
-        if not rows:
-            return []
-        return drawn
-
-    def _group(
-        self, rows: list[Task]
-    ) -> list[tuple[TaskDefinition | None, list[Task]]]:
-        """Cut rows into calls: grouped by name, chunked by that name's batch size."""
-        by_name: dict[str, list[Task]] = {}
-        for row in rows:
-            by_name.setdefault(row.name, []).append(row)
-        calls: list[tuple[TaskDefinition | None, list[Task]]] = []
-        for name, group in by_name.items():
-            definition = get_task(name)
-            size = (definition.batch if definition is not None else None) or 1
-            for i in range(0, len(group), size):
-                calls.append((definition, group[i : i + size]))
-        return calls
 
     def _context(self, row: Task) -> TaskContext:
         return TaskContext(
