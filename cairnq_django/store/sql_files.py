@@ -26,12 +26,9 @@ def folder_of(dialect: str) -> Traversable:
 def statement(dialect: str, name: str) -> str:
     """Return the text the store sends: ``load`` with only its first comment line.
 
-    The comments are for readers of the files. Sent along they cost on every
-    execution: psycopg caches its parse of a query only up to 4 KiB of text,
-    and the claim statements are longer than that with their comments (about
-    a third of it without), so each claim was split anew on the client. The
-    first line stays: it names the statement in ``pg_stat_activity`` and in
-    Django's query log.
+    The comments are for readers of the files; sent along, they would push
+    a statement past the size psycopg caches its parse of. The first line
+    stays: it names the statement in ``pg_stat_activity`` and Django's query log.
     """
     first, *rest = load(dialect, name).splitlines()
     code = [line for line in rest if line.strip() and not line.lstrip().startswith("--")]

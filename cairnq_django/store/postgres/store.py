@@ -6,9 +6,9 @@ the shared advisory lock, and everything else is one short statement.
 
 With psycopg 3 the store's statements are sent with server-side parameters
 and prepared on first use (``CAIRNQ["PREPARED_STATEMENTS"]``): Django's
-default cursor inlines parameters on the client, so the server parses and
-plans every claim and settlement again, and quoting the values costs the
-worker as much Python time as reading the answer.
+default cursor inlines parameters on the client, so the server would parse
+and plan every claim and settlement again, and the worker would spend
+Python time quoting values.
 """
 
 from __future__ import annotations
@@ -37,14 +37,11 @@ PAYLOAD_SLICE_BYTES = 1 << 20
 
 _NEVER_BY_COUNT = 2**62
 
-# Batch writes keyed by an array of ids stay unprepared: their best plan
-# depends on how many ids they carry, which a prepared statement's generic
-# plan cannot see. Measured: a prepared complete_many left to a generic plan
-# walked every 'running' entry of the status index (dead ones included) for
-# each batch, and a batch=256 drain fell from ~7,700/s to ~900/s.
-# The probe and lease recovery are here too: a worker's claim connection keeps
-# one plan per prepared statement (reuse_claim_plans.sql), and their best
-# index depends on the clock reading and the lists they are given.
+# Planned on every call, never prepared. Batch writes keyed by an array of
+# ids: their best plan depends on how many ids they carry, which a generic
+# plan cannot see. The probe and lease recovery: a worker's claim connection
+# keeps one plan per prepared statement (reuse_claim_plans.sql), and their
+# best index depends on the clock reading and the lists they are given.
 _PLANNED_PER_CALL = frozenset(
     {
         "complete_many", "fail_many", "heartbeat_batch", "cancel_many", "retry_many", "release",
@@ -61,17 +58,13 @@ _encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 
 # A bulk submit of more unkeyed rows than this streams them with COPY; fewer
 # go as one INSERT (COPY costs a clock reading first, an extra round trip).
-# Measured, rows/s of 100 calls: 20 rows, INSERT 24,200 vs COPY 21,900;
-# 50 rows, 35,100 vs 37,500; 100 rows, 40,400 vs 47,100. The store reads
-# this many items before it knows which way to go, so lower is also sooner.
+# The store reads this many items before it knows which way to go.
 COPY_MIN_ROWS = 40
 # Task ids made at a time for COPY rows: one clock reading and one read of the
 # random source per run, each run in ascending order (see ids.task_ids).
 COPY_ID_RUN = 256
 # COPY rows are handed to the driver in pieces of about this many characters
-# (libpq sends in 8 KiB blocks). Measured against psycopg's 32 KiB, 14 rounds
-# of 10 x submit_many(1,000) alternating in one process: 1 to 8 KiB pieces
-# gave 1.03-1.06x the rows per second.
+# (libpq sends in 8 KiB blocks), so the server starts inserting sooner.
 COPY_WRITE_BYTES = 8192
 
 

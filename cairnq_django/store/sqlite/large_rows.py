@@ -1,4 +1,4 @@
-"""The statements of SQLite's large-row mode (see ``store/sqlite.py``).
+"""The statements of SQLite's large-row mode (see ``store/sqlite/store.py``).
 
 Most of them are a shipped single statement with one change, so they are
 derived from it here rather than kept as copies that could drift:

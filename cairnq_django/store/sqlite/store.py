@@ -15,7 +15,7 @@ writes), where a plain ``UPDATE`` holds two: with a 50 MB payload that third
 copy is 50 MB of the worker's peak. When ``CAIRNQ["MAX_PAYLOAD_BYTES"]``
 admits payloads over ``LARGE_ROW_BYTES`` (or is None), the worker's writes
 (claims, settlement, lease renewal, progress, hand-back) run as pick / write /
-read statements (``store/large_rows.py``) in one IMMEDIATE transaction
+read statements (``large_rows.py``) in one IMMEDIATE transaction
 instead: the same rows, the same answer, one or two statements more, and no
 RETURNING. Deployments at the default limit keep the single statements.
 """
@@ -106,7 +106,7 @@ class SQLiteStore(SQLStore):
         return {"rows": json.dumps(params, ensure_ascii=False)}
 
     def _claim_scope(self, relaxed: bool) -> AbstractContextManager[object]:
-        # A worker's claims commit at synchronous=NORMAL (sqlite_durability.py).
+        # A worker's claims commit at synchronous=NORMAL (durability.py).
         connection = connections[self.alias]
         if not relaxed or connection.in_atomic_block:
             return contextlib.nullcontext()
