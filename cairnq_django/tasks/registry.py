@@ -316,7 +316,3 @@ def unregister(name: str) -> TaskDefinition | None:
     """Remove a handler (tests; a worker already running fails its claimed rows with ``no_handler``)."""
     with _lock:
         return _registry.pop(name, None)
-
-
-# The resource check needs the registry, so it is registered alongside it.
-from ..worker import checks as _checks  # noqa: F401
