@@ -1,7 +1,7 @@
 """System checks for the ``CAIRNQ`` settings and the queue database (see docs/checks.md).
 
 Each misconfiguration has a stable id and a hint. The checks read settings
-only; they never open a database connection (CONVENTIONS 7), so they are safe
+only; they never open a database connection, so they are safe
 in ``manage.py check`` on a machine without the database.
 
 Ids used here: cairnq.E001-E004, W005, E006-E009, W010, E011-E015. The rules
