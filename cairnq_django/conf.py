@@ -168,7 +168,7 @@ def resources_problems(resources: Any) -> list[tuple[str, str]]:
     """
     if not isinstance(resources, Mapping):
         return [("type", f" must be a dict of name to capacity, got {resources!r}")]
-    problems = []
+    problems: list[tuple[str, str]] = []
     for name, capacity in resources.items():
         if bounds.text_problem(name) is not None:
             problems.append(

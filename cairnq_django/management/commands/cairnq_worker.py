@@ -243,7 +243,7 @@ class Command(BaseCommand):
                 raise CommandError(f'CAIRNQ["ASYNC_CLAIM_COMMIT"] {problem}')
         queues = options["queues"] or config.get("QUEUES")
         problem = queues_problem(queues)
-        if problem is not None:
+        if problem is not None or queues is None:
             raise CommandError(f'CAIRNQ["QUEUES"] {problem}')
         resources = config.get("RESOURCES") or {}
         for _kind, text in resources_problems(resources):
