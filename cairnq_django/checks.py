@@ -1,11 +1,12 @@
 """System checks for the ``CAIRNQ`` settings and the queue database (see docs/checks.md).
 
 Each misconfiguration has a stable id and a hint. The checks read settings
-only; they never open a database connection (CONVENTIONS 7), so they are safe
+only; they never open a database connection, so they are safe
 in ``manage.py check`` on a machine without the database.
 
-Ids used here: cairnq.E001-E004, W005, E006-E009, E011-E015. ``cairnq.W010`` (a task naming an
-undeclared resource) is registered by the worker's own check module.
+Ids used here: cairnq.E001-E004, W005, E006-E009, W010, E011-E015. The rules
+themselves live in ``conf`` (and ``protocol.bounds``), shared with the worker
+command and the worker; this module gives each fault its id and hint.
 """
 
 from __future__ import annotations
@@ -20,31 +21,17 @@ from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
 from django.db.utils import load_backend
 
-from .protocol import bounds
+from . import conf
 from .client.backpressure import limit_problems
-from .conf import DEFAULTS
+from .client.retention import parse_rules
+from .conf import DEFAULTS, get_config
+from .protocol import bounds
 from .store.sqlite.connection import WRITE_LOCK_MODES, chosen_transaction_mode
+from .tasks.periodic import schedule_errors
+from .tasks.registry import registered
+from .tasks.unknown import MODES
 
 SUPPORTED_VENDORS = ("sqlite", "postgresql")
-
-# Integer settings: (key, allowed range, None allowed). The ranges are the
-# worker flags' (bounds), so a setting and its flag accept the same values.
-_NUMBERS: tuple[tuple[str, bounds.IntRange, bool], ...] = (
-    ("CONCURRENCY", bounds.CONCURRENCY, False),
-    ("LEASE_MS", bounds.LEASE_MS, False),
-    ("HEARTBEAT_INTERVAL_MS", bounds.TIMER_MS, True),
-    ("POLL_INTERVAL_MS", bounds.TIMER_MS, False),
-    ("MAX_RUN_MS", bounds.TIMER_MS, True),
-    ("CLAIM_BATCH", bounds.COUNT, True),
-    ("MAX_IN_FLIGHT_BYTES", bounds.BIG_COUNT, True),
-    ("MAX_PAYLOAD_BYTES", bounds.BIG_COUNT, True),
-    ("RETRY_BACKOFF_MS", bounds.BACKOFF_MS, False),
-    ("RETRY_BACKOFF_MAX_MS", bounds.BACKOFF_MS, False),
-    ("MAX_QUEUE_WAIT_MS", bounds.WAIT_MS, False),
-    ("SQLITE_BUSY_TIMEOUT_MS", bounds.WAIT_MS, False),
-    ("RETENTION_INTERVAL_MS", bounds.TIMER_MS, False),
-    ("UNSERVED_CHECK_INTERVAL_MS", bounds.TIMER_MS, True),
-)
 
 
 def _user_settings() -> Any:
@@ -87,8 +74,6 @@ def check_configuration(app_configs: Any = None, **kwargs: Any) -> list[checks.C
 
 
 def _check_unknown_tasks(config: Mapping[str, Any]) -> list[checks.CheckMessage]:
-    from .tasks.unknown import MODES
-
     messages: list[checks.CheckMessage] = []
     mode = config.get("UNKNOWN_TASKS")
     if mode not in MODES:
@@ -112,8 +97,6 @@ def _check_unknown_tasks(config: Mapping[str, Any]) -> list[checks.CheckMessage]
 
 
 def _check_schedule() -> list[checks.CheckMessage]:
-    from .tasks.periodic import schedule_errors
-
     return [
         checks.Error(
             message,
@@ -125,8 +108,6 @@ def _check_schedule() -> list[checks.CheckMessage]:
 
 
 def _check_retention(config: Mapping[str, Any]) -> list[checks.CheckMessage]:
-    from .client.retention import parse_rules
-
     try:
         parse_rules(config["RETENTION"])
     except ImproperlyConfigured as exc:
@@ -239,14 +220,11 @@ def _check_database(config: Mapping[str, Any]) -> list[checks.CheckMessage]:
 
 def _check_numbers(config: Mapping[str, Any]) -> list[checks.CheckMessage]:
     problems: list[tuple[str, str]] = []
-    for key, allowed, nullable in _NUMBERS:
-        value: Any = config.get(key)
-        if value is None and nullable:
-            continue
-        problem = allowed.problem(value)
+    for key in conf.NUMBERS:
+        problem = conf.number_problem(key, config.get(key))
         if problem is not None:
-            problems.append((key, f"{problem} (or None)" if nullable else problem))
-    drain = bounds.seconds_problem(config.get("DRAIN_TIMEOUT"))
+            problems.append((key, problem))
+    drain = conf.drain_timeout_problem(config.get("DRAIN_TIMEOUT"))
     if drain is not None:
         problems.append(("DRAIN_TIMEOUT", drain))
     return [
@@ -259,26 +237,15 @@ def _check_numbers(config: Mapping[str, Any]) -> list[checks.CheckMessage]:
     ]
 
 
-def effective_heartbeat_ms(config: Mapping[str, Any]) -> int:
-    """Return the heartbeat interval a worker uses: the setting, or max(50, lease // 3)."""
-    explicit = config.get("HEARTBEAT_INTERVAL_MS")
-    if explicit is not None:
-        return int(explicit)
-    return max(bounds.MIN_BEAT_MS, int(config["LEASE_MS"]) // 3)
-
-
 def _check_lease(config: Mapping[str, Any]) -> list[checks.CheckMessage]:
     lease: Any = config.get("LEASE_MS")
     beat: Any = config.get("HEARTBEAT_INTERVAL_MS")
-    if bounds.LEASE_MS.problem(lease) is not None:
+    if conf.number_problem("LEASE_MS", lease) or conf.number_problem("HEARTBEAT_INTERVAL_MS", beat):
         return []  # reported by E006
-    if beat is not None and bounds.TIMER_MS.problem(beat) is not None:
-        return []  # reported by E006
-    heartbeat = effective_heartbeat_ms(config)
-    # Three beats per lease leave two to miss (a slow query, a GC pause) before
-    # another worker may take the task over. The protocol's default interval
-    # (lease // 3) is exactly on that line, so "shorter than" is the test.
-    if lease < 3 * heartbeat:
+    heartbeat = conf.effective_heartbeat_ms(config)
+    # The protocol's default interval (lease // 3) is exactly on the floor, so
+    # "shorter than" is the test.
+    if lease < bounds.lease_floor_ms(beat):
         return [
             checks.Error(
                 f'CAIRNQ["LEASE_MS"] ({lease}) is shorter than three heartbeats '
@@ -293,36 +260,18 @@ def _check_lease(config: Mapping[str, Any]) -> list[checks.CheckMessage]:
     return []
 
 
+_RESOURCE_HINTS = {
+    "type": 'For example {"gpu": 1}.',
+    "name": "Name resources with strings, as @task(resource=...) does.",
+    "capacity": "A capacity is how many calls may hold the resource at once.",
+}
+
+
 def _check_resources(config: Mapping[str, Any]) -> list[checks.CheckMessage]:
-    resources: Any = config.get("RESOURCES")
-    if not isinstance(resources, Mapping):
-        return [
-            checks.Error(
-                f'CAIRNQ["RESOURCES"] must be a dict of name to capacity, got {resources!r}.',
-                hint='For example {"gpu": 1}.',
-                id="cairnq.E007",
-            )
-        ]
-    messages: list[checks.CheckMessage] = []
-    for name, capacity in resources.items():
-        if bounds.text_problem(name) is not None:
-            messages.append(
-                checks.Error(
-                    f'CAIRNQ["RESOURCES"] has a resource name {name!r} that is not a non-empty string '
-                    "either database can store.",
-                    hint="Name resources with strings, as @task(resource=...) does.",
-                    id="cairnq.E007",
-                )
-            )
-        elif bounds.COUNT.problem(capacity) is not None:
-            messages.append(
-                checks.Error(
-                    f'CAIRNQ["RESOURCES"]["{name}"] {bounds.COUNT.problem(capacity)}.',
-                    hint="A capacity is how many calls may hold the resource at once.",
-                    id="cairnq.E007",
-                )
-            )
-    return messages
+    return [
+        checks.Error(f'CAIRNQ["RESOURCES"]{text}.', hint=_RESOURCE_HINTS[kind], id="cairnq.E007")
+        for kind, text in conf.resources_problems(config.get("RESOURCES"))
+    ]
 
 
 def _check_queue_depth(config: Mapping[str, Any]) -> list[checks.CheckMessage]:
@@ -337,17 +286,35 @@ def _check_queue_depth(config: Mapping[str, Any]) -> list[checks.CheckMessage]:
 
 
 def _check_queues(config: Mapping[str, Any]) -> list[checks.CheckMessage]:
-    queues = config.get("QUEUES")
-    if (
-        isinstance(queues, (list, tuple))
-        and queues
-        and all(bounds.text_problem(q) is None for q in queues)
-    ):
+    problem = conf.queues_problem(config.get("QUEUES"))
+    if problem is None:
         return []
     return [
         checks.Error(
-            f'CAIRNQ["QUEUES"] must be a non-empty list of queue names submit accepts, got {queues!r}.',
+            f'CAIRNQ["QUEUES"] {problem}.',
             hint='For example ["default"]; a name is non-empty text without NUL, at most 1024 bytes of UTF-8.',
             id="cairnq.E011",
         )
+    ]
+
+
+@checks.register("cairnq")
+def check_task_resources(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """``cairnq.W010``: a ``@task(resource=...)`` names a resource CAIRNQ["RESOURCES"] lacks.
+
+    A warning, not an error: a host may declare it with ``cairnq_worker
+    --resource NAME=N`` (docs/deployment.md), which ``check`` and ``migrate``
+    cannot see. The worker itself still refuses to start while a resource it
+    would need is declared neither way.
+    """
+    resources = get_config().get("RESOURCES") or {}
+    if not isinstance(resources, dict):
+        return []  # check_configuration reports the wrong type (cairnq.E007)
+    return [
+        checks.Warning(
+            message,
+            hint='Add it to CAIRNQ["RESOURCES"] (e.g. {"gpu": 1}) or start the worker with --resource NAME=N.',
+            id="cairnq.W010",
+        )
+        for message in conf.undeclared_resources(resources, registered().values())
     ]

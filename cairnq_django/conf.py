@@ -1,14 +1,19 @@
-"""Read the ``CAIRNQ`` settings dict, filling in documented defaults."""
+"""The ``CAIRNQ`` settings: their defaults, the effective dict, and the rule each must satisfy."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.core.signals import setting_changed
 from django.dispatch import receiver
+
+from .protocol import bounds
+
+if TYPE_CHECKING:
+    from .tasks.registry import TaskDefinition
 
 # Every key a project may set in ``settings.CAIRNQ``; docs/configuration.md lists each.
 DEFAULTS: dict[str, Any] = {
@@ -92,3 +97,102 @@ def unknown_keys() -> list[str]:
 def _clear_cache(*, setting: str, **kwargs: Any) -> None:
     if setting == "CAIRNQ":
         get_config.cache_clear()
+
+
+# ---- the rules each setting must satisfy ------------------------------------
+# Defined once here: the system checks (checks.py) report them with an id and a
+# hint, the worker command applies them to its flags and to the settings it
+# falls back on, and the worker refuses to start on them. Each answers "what
+# is wrong" as a phrase ("must be ..."), or None when the value is fine.
+
+# Integer settings: (allowed range, None allowed). A flag of the worker command
+# that stands for one of these parses with the same range.
+NUMBERS: dict[str, tuple[bounds.IntRange, bool]] = {
+    "CONCURRENCY": (bounds.CONCURRENCY, False),
+    "LEASE_MS": (bounds.LEASE_MS, False),
+    "HEARTBEAT_INTERVAL_MS": (bounds.TIMER_MS, True),
+    "POLL_INTERVAL_MS": (bounds.TIMER_MS, False),
+    "MAX_RUN_MS": (bounds.TIMER_MS, True),
+    "CLAIM_BATCH": (bounds.COUNT, True),
+    "MAX_IN_FLIGHT_BYTES": (bounds.BIG_COUNT, True),
+    "MAX_PAYLOAD_BYTES": (bounds.BIG_COUNT, True),
+    "RETRY_BACKOFF_MS": (bounds.BACKOFF_MS, False),
+    "RETRY_BACKOFF_MAX_MS": (bounds.BACKOFF_MS, False),
+    "MAX_QUEUE_WAIT_MS": (bounds.WAIT_MS, False),
+    "SQLITE_BUSY_TIMEOUT_MS": (bounds.WAIT_MS, False),
+    "RETENTION_INTERVAL_MS": (bounds.TIMER_MS, False),
+    "UNSERVED_CHECK_INTERVAL_MS": (bounds.TIMER_MS, True),
+}
+
+
+def number_problem(key: str, value: Any) -> str | None:
+    """What is wrong with ``value`` for integer setting ``key`` (None is fine where allowed)."""
+    allowed, nullable = NUMBERS[key]
+    if value is None and nullable:
+        return None
+    problem = allowed.problem(value)
+    return f"{problem} (or None)" if problem is not None and nullable else problem
+
+
+def drain_timeout_problem(value: Any) -> str | None:
+    """``DRAIN_TIMEOUT``: a finite number of seconds."""
+    return bounds.seconds_problem(value)
+
+
+def async_claim_commit_problem(value: Any) -> str | None:
+    """``ASYNC_CLAIM_COMMIT``: True or False."""
+    return None if isinstance(value, bool) else f"must be True or False, got {value!r}"
+
+
+def queues_problem(queues: Any) -> str | None:
+    """``QUEUES`` (or ``--queue``): a non-empty list of names submit accepts."""
+    if (
+        isinstance(queues, (list, tuple))
+        and queues
+        and all(bounds.text_problem(queue) is None for queue in queues)
+    ):
+        return None
+    return f"must be a non-empty list of queue names submit accepts, got {queues!r}"
+
+
+def capacity_problem(capacity: Any) -> str | None:
+    """A resource's capacity: how many calls may hold it at once (an int >= 1)."""
+    return bounds.COUNT.problem(capacity)
+
+
+def resources_problems(resources: Any) -> list[tuple[str, str]]:
+    """``RESOURCES``: a dict of name to capacity. One (kind, text) per fault.
+
+    kind is "type", "name" or "capacity"; text follows ``CAIRNQ["RESOURCES"]``
+    ("must be a dict ...", "has a resource name ...", ``["gpu"] must be ...``).
+    """
+    if not isinstance(resources, Mapping):
+        return [("type", f" must be a dict of name to capacity, got {resources!r}")]
+    problems: list[tuple[str, str]] = []
+    for name, capacity in resources.items():
+        if bounds.text_problem(name) is not None:
+            problems.append(
+                ("name", f" has a resource name {name!r} that is not a non-empty string either database can store")
+            )
+        elif (problem := capacity_problem(capacity)) is not None:
+            problems.append(("capacity", f'["{name}"] {problem}'))
+    return problems
+
+
+def effective_heartbeat_ms(config: Mapping[str, Any]) -> int:
+    """Return the heartbeat interval a worker uses: the setting, or max(50, lease // 3)."""
+    explicit = config.get("HEARTBEAT_INTERVAL_MS")
+    if explicit is not None:
+        return int(explicit)
+    return max(bounds.MIN_BEAT_MS, int(config["LEASE_MS"]) // 3)
+
+
+def undeclared_resources(resources: Mapping[str, Any], definitions: Iterable[TaskDefinition]) -> list[str]:
+    """One message per task among ``definitions`` naming a resource ``resources`` lacks."""
+    declared = ", ".join(sorted(map(str, resources))) or "none"
+    return [
+        f"task {definition.name!r} uses resource {definition.resource!r}, which is not declared; "
+        f"declared resources: {declared}"
+        for definition in definitions
+        if definition.resource is not None and definition.resource not in resources
+    ]

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from functools import lru_cache
 from importlib import resources
-from importlib.abc import Traversable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from importlib.resources.abc import Traversable
 
 DIALECTS = ("sqlite", "postgres")
 

@@ -25,18 +25,21 @@ Times are UTC.
 from __future__ import annotations
 
 import logging
-import sys
 import threading
 import time
-import types
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from django.db import IntegrityError, transaction
 
-from ..protocol.cron import Cron, CronError, parse
+from .. import signals
+from ..client.api import build_spec
 from ..conf import get_config
+from ..exceptions import AlreadyExists
+from ..protocol.cron import Cron, CronError, parse
+from .registry import TaskDefinition, get_task
+from .registry import task as cairnq_task
 
 if TYPE_CHECKING:
     from ..models import Task
@@ -92,15 +95,13 @@ _decorated: dict[str, Schedule] = {}
 
 def _django_payload(name: str) -> dict[str, Any] | None:
     """A Django ``@task`` takes ``{"args", "kwargs"}``; return that empty call, else None."""
-    from .registry import get_task
-
     definition = get_task(name)
     if definition is not None and getattr(definition.func, "_cairnq_django_task", None) == name:
         return {"args": [], "kwargs": {}}
     return None
 
 
-def on_schedule(
+def periodic(
     cron: str,
     *,
     name: str | None = None,
@@ -119,9 +120,6 @@ def on_schedule(
     parsed = parse(cron)
 
     def decorate(obj: Any) -> Any:
-        from .registry import TaskDefinition
-        from .registry import task as cairnq_task
-
         defaults: dict[str, Any] = {}
         if isinstance(obj, TaskDefinition):
             target, task_name = obj, obj.name
@@ -129,8 +127,6 @@ def on_schedule(
         elif hasattr(obj, "module_path") and hasattr(obj, "queue_name"):
             # A Django Task object: only CairnqBackend registers a handler for it.
             target, task_name = obj, obj.module_path
-            from .registry import get_task
-
             if get_task(task_name) is None:
                 raise TypeError(
                     f"@periodic: Django task {task_name!r} does not use "
@@ -166,8 +162,6 @@ def on_schedule(
 
 
 def _validate(schedule: Schedule) -> None:
-    from ..client.api import build_spec
-
     # The same validation as a submit, now rather than at the first tick.
     build_spec(
         schedule.name,
@@ -284,11 +278,8 @@ def tick(store: Store, now_ms: int | None = None) -> list[Task]:
 
 def _enqueue_tick(store: Store, schedule: Schedule, due: int) -> Task | None:
     """Advance the marker to ``due`` and submit its task, in one transaction; None if lost."""
-    from .. import signals
-    from ..client.api import build_spec
-    from ..exceptions import AlreadyExists
-    from ..models import ProtocolMeta
-    from ..models import Task as TaskModel
+    # Models load only once the app registry is ready; @periodic runs earlier.
+    from ..models import ProtocolMeta, Task as TaskModel
 
     alias = store.alias
     key = marker_key(schedule.name)
@@ -359,17 +350,5 @@ class Ticker:
             return []
 
 
-class _CallableModule(types.ModuleType):
-    """This module, callable as the decorator: ``@cairnq_django.tasks.periodic("*/5 * * * *")``.
-
-    The package exports ``periodic`` lazily, and importing this submodule also
-    binds ``cairnq_django.tasks.periodic`` to the module; whichever binding a caller
-    gets, calling it decorates and ``.tick`` is there.
-    """
-
-    def __call__(self, cron: str, **options: Any) -> Callable[[Any], Any]:
-        return on_schedule(cron, **options)
-
-
-sys.modules[__name__].__class__ = _CallableModule
-periodic = sys.modules[__name__]
+# The decorator's earlier name, kept for callers that import it.
+on_schedule = periodic

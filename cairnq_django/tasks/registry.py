@@ -19,6 +19,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, overload
 
+from asgiref.sync import sync_to_async
 from django.core.exceptions import ImproperlyConfigured
 
 from ..protocol import bounds
@@ -164,7 +165,7 @@ class TaskDefinition:
 
     def submit(self, payload: Any = None, **options: Any) -> Any:
         """Submit a task for this handler; the decorator's queue/priority/max_attempts are defaults."""
-        from ..client import api
+        from ..client import api  # the client imports the registry (unknown-task rule)
 
         return api.submit(self.name, payload, **self._options(options))
 
@@ -172,15 +173,13 @@ class TaskDefinition:
         self, payload: Any = None, *, timeout: float | None = None, **options: Any
     ) -> Any:
         """Submit and wait; return the result or raise ``TaskFailed``/``TaskCanceled``/``TaskTimeout``."""
-        from ..client import api
+        from ..client import api  # the client imports the registry (unknown-task rule)
 
         if timeout is not None:
             options["timeout"] = timeout
         return api.call(self.name, payload, **self._options(options))
 
     async def asubmit(self, payload: Any = None, **options: Any) -> Any:
-        from asgiref.sync import sync_to_async
-
         return await sync_to_async(self.submit, thread_sensitive=True)(
             payload, **options
         )
@@ -188,8 +187,6 @@ class TaskDefinition:
     async def acall(
         self, payload: Any = None, *, timeout: float | None = None, **options: Any
     ) -> Any:
-        from asgiref.sync import sync_to_async
-
         return await sync_to_async(self.call, thread_sensitive=False)(
             payload, timeout=timeout, **options
         )
@@ -316,7 +313,3 @@ def unregister(name: str) -> TaskDefinition | None:
     """Remove a handler (tests; a worker already running fails its claimed rows with ``no_handler``)."""
     with _lock:
         return _registry.pop(name, None)
-
-
-# The resource check needs the registry, so it is registered alongside it.
-from ..worker import checks as _checks  # noqa: F401

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from django.core.exceptions import ImproperlyConfigured
 
 from . import connections as _db
+from ..conf import number_problem
 
 if TYPE_CHECKING:
     from ..client.retention import PurgeRule
@@ -34,9 +35,10 @@ logger = logging.getLogger("cairnq_django.worker")
 
 
 def _interval_s(key: str, value: Any) -> float:
-    """Return a ``CAIRNQ`` interval in seconds; raise naming ``key`` if it is not an int >= 1."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ImproperlyConfigured(f'CAIRNQ["{key}"] must be an integer >= 1, got {value!r}')
+    """Return a ``CAIRNQ`` interval in seconds; raise naming ``key`` when ``conf`` refuses it."""
+    problem = number_problem(key, value)
+    if problem is not None:
+        raise ImproperlyConfigured(f'CAIRNQ["{key}"] {problem}')
     return value / 1000
 
 

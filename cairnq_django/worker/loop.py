@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from django.core.exceptions import ImproperlyConfigured
 from django.db import Error as DatabaseError
 
+from ..conf import capacity_problem, undeclared_resources
 from .. import signals
 from ..tasks.context import ContextHooks, TaskContext
 from ..protocol.ids import worker_id as new_worker_id
@@ -157,23 +158,11 @@ class Worker(ContextHooks):
 
     def _check_resources(self) -> None:
         for name, capacity in self.options.resources.items():
-            if (
-                isinstance(capacity, bool)
-                or not isinstance(capacity, int)
-                or capacity < 1
-            ):
+            if capacity_problem(capacity) is not None:
                 raise ImproperlyConfigured(
                     f"resource {name!r} must have an integer capacity >= 1, got {capacity!r}"
                 )
-        from .checks import resource_errors
-
-        errors = resource_errors(self.options.resources)
-        wanted = {definition.name for definition in self.definitions}
-        errors = [
-            message
-            for message in errors
-            if any(repr(name) in message for name in wanted)
-        ]
+        errors = undeclared_resources(self.options.resources, self.definitions)
         if errors:
             raise ImproperlyConfigured("; ".join(errors))
 

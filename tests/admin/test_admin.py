@@ -20,7 +20,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import formats, timezone
 
-from cairnq_django import admin as task_admin
+from cairnq_django.admin import paginator
 from cairnq_django.models import Task
 
 from . import make_task, staff_user
@@ -157,15 +157,15 @@ def test_page_view_never_counts_or_distincts_the_whole_table(store: Any, superus
 
 
 def test_paginator_caps_the_count(store: Any, superuser_client: Client, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(task_admin, "COUNT_CAP", 3)
+    monkeypatch.setattr(paginator, "COUNT_CAP", 3)
     for _ in range(5):
         make_task(store)
-    filtered = task_admin.EstimatedCountPaginator(Task.objects.filter(status="queued").order_by("pk"), 2)
+    filtered = paginator.EstimatedCountPaginator(Task.objects.filter(status="queued").order_by("pk"), 2)
     assert filtered.count == 3 and filtered.estimated == "more"
-    small = task_admin.EstimatedCountPaginator(Task.objects.filter(status="failed").order_by("pk"), 2)
+    small = paginator.EstimatedCountPaginator(Task.objects.filter(status="failed").order_by("pk"), 2)
     assert small.count == 0 and small.estimated is None
 
-    everything = task_admin.EstimatedCountPaginator(Task.objects.order_by("pk"), 2)
+    everything = paginator.EstimatedCountPaginator(Task.objects.order_by("pk"), 2)
     if connections["default"].vendor == "postgresql":
         with connections["default"].cursor() as cursor:
             cursor.execute("ANALYZE cairnq_tasks")

@@ -15,7 +15,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.db import connections
 
-from cairnq_django.admin import has_no_handler
+from cairnq_django.admin.task_admin import has_no_handler
 from cairnq_django.models import Task
 
 from . import make_task, status_of

@@ -23,7 +23,8 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from cairnq_django.admin import preview as admin_preview
-from cairnq_django.admin import PREVIEW_SOURCE_CHARS, TaskAdmin
+from cairnq_django.admin.preview import PREVIEW_SOURCE_CHARS
+from cairnq_django.admin.task_admin import TaskAdmin
 from cairnq_django.conf import get_config
 from cairnq_django.models import Task
 from cairnq_django.store import SubmitSpec

@@ -144,7 +144,7 @@ def test_queue_tables_live_in_their_own_database(routed_env: dict[str, str]) -> 
         from django.contrib.auth.models import User
         from django.db import connections
         import cairnq_django as cq
-        from cairnq_django import periodic
+        from cairnq_django.tasks import periodic
         from cairnq_django.store import get_store
         from cairnq_django.testing import run_until_idle
         from testproject.native import tasks

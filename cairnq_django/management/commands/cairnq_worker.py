@@ -16,6 +16,15 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, OperationalError, connections
 
+from ...conf import (
+    NUMBERS,
+    async_claim_commit_problem,
+    capacity_problem,
+    drain_timeout_problem,
+    number_problem,
+    queues_problem,
+    resources_problems,
+)
 from ...protocol import bounds
 
 _MIGRATE_HINT = "run manage.py migrate cairnq"
@@ -50,12 +59,17 @@ def _int(allowed: bounds.IntRange) -> Any:
     return parse
 
 
+def _setting_int(key: str) -> Any:
+    """The argparse type of the flag standing for integer setting ``key``: its range in ``conf``."""
+    return _int(NUMBERS[key][0])
+
+
 def _seconds(text: str) -> float:
     try:
         value = float(text)
     except (TypeError, ValueError):
         value = None
-    problem = bounds.seconds_problem(text if value is None else value)
+    problem = drain_timeout_problem(text if value is None else value)
     if problem is not None:
         raise argparse.ArgumentTypeError(problem)
     assert value is not None
@@ -81,24 +95,24 @@ def _resource(text: str) -> tuple[str, int]:
     if problem is not None:
         raise argparse.ArgumentTypeError(f"resource name {problem}")
     value = _whole(capacity)
-    problem = bounds.COUNT.problem(capacity if value is None else value)
+    problem = capacity_problem(capacity if value is None else value)
     if problem is not None:
         raise argparse.ArgumentTypeError(f"capacity of {name!r} {problem}")
     assert value is not None
     return name.strip(), value
 
 
-# flag destination -> (CAIRNQ key, its allowed range; the checks use the same)
+# flag destination -> the CAIRNQ key it stands for (and whose rule it parses with)
 _SETTINGS = {
-    "concurrency": ("CONCURRENCY", bounds.CONCURRENCY),
-    "lease_ms": ("LEASE_MS", bounds.LEASE_MS),
-    "max_run_ms": ("MAX_RUN_MS", bounds.TIMER_MS),
-    "claim_batch": ("CLAIM_BATCH", bounds.COUNT),
-    "poll_interval_ms": ("POLL_INTERVAL_MS", bounds.TIMER_MS),
-    "max_in_flight_bytes": ("MAX_IN_FLIGHT_BYTES", bounds.BIG_COUNT),
-    "retry_backoff_ms": ("RETRY_BACKOFF_MS", bounds.BACKOFF_MS),
-    "retry_backoff_max_ms": ("RETRY_BACKOFF_MAX_MS", bounds.BACKOFF_MS),
-    "heartbeat_interval_ms": ("HEARTBEAT_INTERVAL_MS", bounds.TIMER_MS),
+    "concurrency": "CONCURRENCY",
+    "lease_ms": "LEASE_MS",
+    "max_run_ms": "MAX_RUN_MS",
+    "claim_batch": "CLAIM_BATCH",
+    "poll_interval_ms": "POLL_INTERVAL_MS",
+    "max_in_flight_bytes": "MAX_IN_FLIGHT_BYTES",
+    "retry_backoff_ms": "RETRY_BACKOFF_MS",
+    "retry_backoff_max_ms": "RETRY_BACKOFF_MAX_MS",
+    "heartbeat_interval_ms": "HEARTBEAT_INTERVAL_MS",
 }
 
 
@@ -119,7 +133,7 @@ class Command(BaseCommand):
         )
         parser.add_argument(
             "--concurrency",
-            type=_int(bounds.CONCURRENCY),
+            type=_setting_int("CONCURRENCY"),
             help=f"Handler calls in flight (a batch is one call); at most {bounds.MAX_CONCURRENCY}.",
         )
         parser.add_argument(
@@ -132,30 +146,30 @@ class Command(BaseCommand):
         )
         parser.add_argument(
             "--lease-ms",
-            type=_int(bounds.LEASE_MS),
+            type=_setting_int("LEASE_MS"),
             help=f"Lease per claim and per heartbeat; at least three heartbeats ({bounds.MIN_LEASE_MS} by default).",
         )
         parser.add_argument(
-            "--max-run-ms", type=_int(bounds.TIMER_MS), help="Wall-clock ceiling per handler call."
+            "--max-run-ms", type=_setting_int("MAX_RUN_MS"), help="Wall-clock ceiling per handler call."
         )
         parser.add_argument(
-            "--claim-batch", type=_int(bounds.COUNT), help="Most rows one claim draw may request."
+            "--claim-batch", type=_setting_int("CLAIM_BATCH"), help="Most rows one claim draw may request."
         )
         parser.add_argument(
-            "--poll-interval-ms", type=_int(bounds.TIMER_MS), help="Idle sleep between empty polls."
+            "--poll-interval-ms", type=_setting_int("POLL_INTERVAL_MS"), help="Idle sleep between empty polls."
         )
         parser.add_argument(
             "--max-in-flight-bytes",
-            type=_int(bounds.BIG_COUNT),
+            type=_setting_int("MAX_IN_FLIGHT_BYTES"),
             help="Payload byte budget of calls in flight.",
         )
         parser.add_argument(
             "--retry-backoff-ms",
-            type=_int(bounds.BACKOFF_MS),
+            type=_setting_int("RETRY_BACKOFF_MS"),
             help="Retry backoff base; 0 disables backoff.",
         )
         parser.add_argument(
-            "--retry-backoff-max-ms", type=_int(bounds.BACKOFF_MS), help="Retry backoff cap."
+            "--retry-backoff-max-ms", type=_setting_int("RETRY_BACKOFF_MAX_MS"), help="Retry backoff cap."
         )
         parser.add_argument(
             "--drain-timeout",
@@ -199,11 +213,11 @@ class Command(BaseCommand):
         self._configure_logging(options["verbosity"])
         config = get_config()
         values: dict[str, Any] = {}
-        for dest, (key, allowed) in _SETTINGS.items():
+        for dest, key in _SETTINGS.items():
             value = options.get(dest)
             if value is None:
                 value = config.get(key)
-                problem = None if value is None else allowed.problem(value)
+                problem = None if value is None else NUMBERS[key][0].problem(value)
                 if problem is not None:
                     raise CommandError(f'CAIRNQ["{key}"] {problem}')
             values[dest] = value
@@ -219,34 +233,22 @@ class Command(BaseCommand):
         drain = options["drain_timeout"]
         if drain is None:
             drain = config.get("DRAIN_TIMEOUT")
-            problem = bounds.seconds_problem(drain)
+            problem = drain_timeout_problem(drain)
             if problem is not None:
                 raise CommandError(f'CAIRNQ["DRAIN_TIMEOUT"] {problem}')
         async_claim_commit = options["async_claim_commit"]
         if async_claim_commit is None:
             async_claim_commit = config.get("ASYNC_CLAIM_COMMIT", True)
-            if not isinstance(async_claim_commit, bool):
-                raise CommandError(
-                    f'CAIRNQ["ASYNC_CLAIM_COMMIT"] must be True or False, got {async_claim_commit!r}'
-                )
-        queues = options["queues"] or config.get("QUEUES")
-        if (
-            not queues
-            or isinstance(queues, str)
-            or not all(bounds.text_problem(q) is None for q in queues)
-        ):
-            raise CommandError(
-                f'CAIRNQ["QUEUES"] must be a non-empty list of queue names submit accepts, got {queues!r}'
-            )
-        resources = config.get("RESOURCES") or {}
-        if not isinstance(resources, dict):
-            raise CommandError(
-                f'CAIRNQ["RESOURCES"] must be a dict of name -> capacity, got {resources!r}'
-            )
-        for name, capacity in resources.items():
-            problem = bounds.COUNT.problem(capacity)
+            problem = async_claim_commit_problem(async_claim_commit)
             if problem is not None:
-                raise CommandError(f'CAIRNQ["RESOURCES"][{name!r}] {problem}')
+                raise CommandError(f'CAIRNQ["ASYNC_CLAIM_COMMIT"] {problem}')
+        queues = options["queues"] or config.get("QUEUES")
+        problem = queues_problem(queues)
+        if problem is not None or queues is None:
+            raise CommandError(f'CAIRNQ["QUEUES"] {problem}')
+        resources = config.get("RESOURCES") or {}
+        for _kind, text in resources_problems(resources):
+            raise CommandError(f'CAIRNQ["RESOURCES"]{text}')
         resources = dict(resources)
         for name, capacity in options["resources"] or []:
             resources[name] = capacity

@@ -1,9 +1,6 @@
 -- Cancel one live task (protocol 3.6): queued -> canceled now; running -> stays
--- running with cancel_requested_at_ms re-stamped (its worker finishes it as
--- canceled). Terminal or missing rows match nothing.
+-- running with cancel_requested_at_ms re-stamped; terminal or missing rows match nothing.
 -- params: id
--- The row comes back with the claim's columns: a payload over 256 KiB stays
--- in the database (payload_bytes carries its size; the Task loads it when read).
 UPDATE cairnq_tasks
 SET status = CASE WHEN status = 'queued' THEN 'canceled' ELSE status END,
     completed_at_ms = CASE WHEN status = 'queued'
@@ -14,6 +11,7 @@ SET status = CASE WHEN status = 'queued' THEN 'canceled' ELSE status END,
                                   ELSE cancel_requested_at_ms END,
     updated_at_ms = (extract(epoch from now()) * 1000)::bigint
 WHERE id = %(id)s AND status IN ('queued', 'running')
+-- The claim's columns: a payload over 256 KiB stays behind, payload_bytes gives its size.
 RETURNING id, name, queue, status,
     CASE WHEN pg_column_size(payload)
               <= CASE WHEN pg_column_compression(payload) IS NULL THEN 262144 ELSE 8192 END

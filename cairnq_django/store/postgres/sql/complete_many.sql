@@ -1,10 +1,8 @@
 -- Complete many owned tasks in ONE statement (complete semantics of 3.12 per row):
--- one round trip and one commit for a whole batch instead of one per task.
+-- one round trip and one commit per batch; ids missing from the answer lost their lease.
 -- params: ids (text[]), results (text[] of JSON text or null, parallel to ids), worker_id
--- Each row keeps its own result, its own ownership check and cancel-wins; ids
--- missing from the answer lost their lease. The CASE arms read the row being
--- updated (t), so a cancel committed while we waited for the row lock is seen.
 UPDATE cairnq_tasks AS t
+-- The CASE arms read the row being updated (t): a cancel committed during the lock wait still wins.
 SET status = CASE WHEN t.cancel_requested_at_ms IS NOT NULL THEN 'canceled' ELSE 'succeeded' END,
     result = CASE WHEN t.cancel_requested_at_ms IS NOT NULL THEN t.result ELSE r.result::jsonb END,
     progress = CASE WHEN t.cancel_requested_at_ms IS NOT NULL THEN t.progress ELSE 1.0 END,

@@ -1,11 +1,6 @@
 -- Fail an owned task (protocol 3.13); the outcome is decided in the statement,
--- in this order: cancel requested -> canceled; retryable with attempts left ->
--- queued at now + delay_ms (worker, progress and message of the attempt
--- cleared); otherwise failed. Every branch stores the envelope and clears the
--- lease; attempt is never changed here (claim counted it).
+-- cancel requested -> canceled; retryable with attempts left -> queued at now + delay_ms; else failed.
 -- params: id, worker_id, error (JSON text), retryable (boolean), delay_ms
--- The row comes back with the claim's columns: a payload over 256 KiB stays
--- in the database (payload_bytes carries its size; the Task loads it when read).
 UPDATE cairnq_tasks AS t
 SET status = CASE
         WHEN t.cancel_requested_at_ms IS NOT NULL THEN 'canceled'
@@ -15,6 +10,7 @@ SET status = CASE
     worker_id = CASE
         WHEN t.cancel_requested_at_ms IS NULL AND %(retryable)s::boolean AND t.attempt < t.max_attempts THEN NULL
         ELSE t.worker_id END,
+    -- Every branch clears the lease; attempt stays as the claim counted it.
     lease_until_ms = NULL,
     run_at_ms = CASE
         WHEN t.cancel_requested_at_ms IS NULL AND %(retryable)s::boolean AND t.attempt < t.max_attempts
@@ -34,6 +30,7 @@ WHERE t.id = %(id)s
   AND t.status = 'running'
   AND t.worker_id = %(worker_id)s
   AND t.lease_until_ms > (extract(epoch from now()) * 1000)::bigint
+-- The claim's columns: a payload over 256 KiB stays behind, payload_bytes gives its size.
 RETURNING t.id, t.name, t.queue, t.status,
     CASE WHEN pg_column_size(t.payload)
               <= CASE WHEN pg_column_compression(t.payload) IS NULL THEN 262144 ELSE 8192 END

@@ -1,11 +1,8 @@
 -- Fail many owned tasks in ONE statement, each with its own envelope,
--- retryability and delay (fail semantics of 3.13 per row, cancel wins).
--- params: ids (text[]), errors (text[] of JSON text), retryable (boolean[]),
---         delays (bigint[]), all parallel; worker_id
--- Ids missing from the answer lost their lease. The CASE arms read the row being
--- updated (t), never a snapshot copy, so a cancel that committed while we waited
--- for the row lock still wins.
+-- retryability and delay (3.13 per row, cancel wins); ids missing from the answer lost their lease.
+-- params: ids (text[]), errors (text[] of JSON text), retryable (boolean[]), delays (bigint[]), parallel; worker_id
 UPDATE cairnq_tasks AS t
+-- The CASE arms read the row being updated (t): a cancel committed during the lock wait still wins.
 SET status = CASE
         WHEN t.cancel_requested_at_ms IS NOT NULL THEN 'canceled'
         WHEN f.retryable AND t.attempt < t.max_attempts THEN 'queued'

@@ -1,7 +1,5 @@
 -- Renew, in one statement, every listed lease this worker still owns (3.10).
 -- params: ids (text[]), worker_id, lease_ms
--- Ids missing from the answer were not renewed: the caller reads lease loss
--- from absence. Rows not listed are never touched.
 UPDATE cairnq_tasks
 SET lease_until_ms = (extract(epoch from now()) * 1000)::bigint + %(lease_ms)s::bigint,
     updated_at_ms = (extract(epoch from now()) * 1000)::bigint
@@ -9,4 +7,5 @@ WHERE id = ANY(%(ids)s::text[])
   AND status = 'running'
   AND worker_id = %(worker_id)s
   AND lease_until_ms > (extract(epoch from now()) * 1000)::bigint
+-- Ids missing from the answer were not renewed: the caller reads lease loss from absence.
 RETURNING id, cancel_requested_at_ms

@@ -1,11 +1,6 @@
 -- Insert one queued task (protocol 3.1); return the values the database chose.
 -- params: id, name, queue, payload (JSON text), metadata (JSON text), max_attempts,
---         priority, delay_ms, parent_id, root_id, correlation_id
--- attempt is left to its column default (0), as every SDK does. Times come from
--- clock_timestamp(): the insert may run after a key-lock wait, where the
--- transaction start would be stale. The store builds the returned row from its
--- parameters and these stamps (reading all 23 columns back costs more than
--- the insert's own work).
+--   priority, delay_ms, parent_id, root_id, correlation_id
 INSERT INTO cairnq_tasks (
     id, name, queue, status, payload, metadata, max_attempts, priority,
     run_at_ms, parent_id, root_id, correlation_id, created_at_ms, updated_at_ms
@@ -17,4 +12,5 @@ INSERT INTO cairnq_tasks (
     (extract(epoch from clock_timestamp()) * 1000)::bigint,
     (extract(epoch from clock_timestamp()) * 1000)::bigint
 )
+-- Only the stamps: the store builds the row from its parameters (attempt is the column default).
 RETURNING id, created_at_ms, updated_at_ms, run_at_ms

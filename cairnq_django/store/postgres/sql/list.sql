@@ -1,7 +1,5 @@
 -- List tasks, newest first (protocol 3.3). Each filter applies only when given.
 -- params: status, queue, name, root_id, correlation_id (each text or null), limit, offset
--- Django's psycopg cursor binds on the client, so the planner sees literals and
--- folds a "null IS NULL" arm away: an absent filter costs nothing.
 SELECT * FROM cairnq_tasks
 WHERE (%(status)s::text IS NULL OR status = %(status)s::text)
   AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)

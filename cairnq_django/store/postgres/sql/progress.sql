@@ -1,8 +1,6 @@
 -- Record progress of an owned task (protocol 3.11): each of progress and message
 -- is replaced only when given (null keeps the stored value).
 -- params: id, worker_id, progress (double or null), message (text or null)
--- The row comes back with the claim's columns: a payload over 256 KiB stays
--- in the database (payload_bytes carries its size; the Task loads it when read).
 UPDATE cairnq_tasks
 SET progress = COALESCE(%(progress)s::double precision, progress),
     message = COALESCE(%(message)s::text, message),
@@ -11,6 +9,7 @@ WHERE id = %(id)s
   AND status = 'running'
   AND worker_id = %(worker_id)s
   AND lease_until_ms > (extract(epoch from now()) * 1000)::bigint
+-- The claim's columns: a payload over 256 KiB stays behind, payload_bytes gives its size.
 RETURNING id, name, queue, status,
     CASE WHEN pg_column_size(payload)
               <= CASE WHEN pg_column_compression(payload) IS NULL THEN 262144 ELSE 8192 END

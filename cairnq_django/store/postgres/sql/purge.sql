@@ -1,9 +1,6 @@
 -- Delete up to limit terminal rows finished strictly before now - older_than_ms,
 -- oldest first, each optional filter applied only when given (protocol 3.8).
 -- params: older_than_ms, queue, status, name (each text or null), limit
--- Candidates are locked FOR UPDATE SKIP LOCKED in a MATERIALIZED CTE (run once)
--- so a task being retried concurrently is skipped, not deleted. Key rows go with their
--- task through the ON DELETE CASCADE foreign key.
 WITH doomed AS MATERIALIZED (
     SELECT id FROM cairnq_tasks
     WHERE status IN ('succeeded', 'failed', 'canceled')
@@ -14,6 +11,7 @@ WITH doomed AS MATERIALIZED (
       AND (%(name)s::text IS NULL OR name = %(name)s::text)
     ORDER BY completed_at_ms
     LIMIT %(limit)s
+    -- A task being retried right now is skipped, not deleted; key rows follow by ON DELETE CASCADE.
     FOR UPDATE SKIP LOCKED
 )
 DELETE FROM cairnq_tasks AS t

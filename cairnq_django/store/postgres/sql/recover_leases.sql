@@ -1,29 +1,8 @@
 -- Recover every expired lease in the table (protocol 3.9 step 2a), any queue,
--- any name. Per row, cancel wins: cancel requested -> canceled; attempts left ->
--- queued for redelivery (progress of the dead attempt cleared); otherwise failed
--- with the lease-expired envelope. Every branch clears the lease.
+-- any name; cancel wins, attempts left -> queued, else failed with the lease-expired envelope.
 -- params: lease_expired_error (JSON text), synchronous_commit (text or null)
--- The candidates are locked FOR UPDATE SKIP LOCKED in a MATERIALIZED CTE (run
--- once; a re-scanned locking subquery misbehaves inside an UPDATE): a row
--- another worker is recovering, or its owner is settling right now, is skipped
--- and that transaction's outcome stands; no two recoverers deadlock. The clock is
--- a scalar subquery so it bounds a range of the partial cairnq_tasks_lease_idx.
--- A running row with no lease at all (a foreign writer broke the lease
--- invariant) is recovered the same way: nobody can own it, so without this it
--- would stay running forever. The lease index leaves such rows out; they are
--- found among the running rows through cairnq_tasks_status_completed_idx, in
--- its order and at most 1000 a session (the probe asks again while any are
--- left), so the planner walks the index instead of scanning the table.
--- The locked rows reach the UPDATE as one array of their ctids, so it is a TID
--- scan whatever the estimates (as in claim.sql, which explains why a locked
--- row's ctid is safe to use): joined by id, an estimate of a few hundred
--- leaseless rows made the planner hash-join against a scan of the table.
--- synchronous_commit: 'off' lets this claim's commit return before its WAL
--- record is flushed (CAIRNQ["ASYNC_CLAIM_COMMIT"], worker only), null keeps the
--- session's setting. set_config(..., true) is SET LOCAL: it lasts until the
--- transaction ends, including the implicit one of an autocommit statement, and
--- the commit_mode CTE is joined below so it is evaluated (once) whenever a row
--- is written. See docs/performance-notes.md for what a lost claim costs.
+
+-- SET LOCAL of synchronous_commit, as in the claim statements.
 WITH commit_mode AS MATERIALIZED (
     SELECT set_config(
         'synchronous_commit',
@@ -31,6 +10,7 @@ WITH commit_mode AS MATERIALIZED (
         true
     ) AS applied
 ),
+-- SKIP LOCKED: a row another recoverer or its owner holds is left to them; no deadlock.
 lapsed AS MATERIALIZED (
     SELECT ctid FROM cairnq_tasks
     WHERE status = 'running'
@@ -38,6 +18,7 @@ lapsed AS MATERIALIZED (
       AND lease_until_ms <= (SELECT (extract(epoch from clock_timestamp()) * 1000)::bigint)
     FOR UPDATE SKIP LOCKED
 ),
+-- Running rows with no lease (a foreign writer): nobody owns them; by index, 1000 a session.
 leaseless AS MATERIALIZED (
     SELECT ctid FROM cairnq_tasks
     WHERE status = 'running'
@@ -74,5 +55,6 @@ SET status = CASE
         ELSE t.message END,
     updated_at_ms = (extract(epoch from clock_timestamp()) * 1000)::bigint
 FROM commit_mode
+-- By ctid: a TID scan whatever the estimates, as in claim.sql.
 WHERE t.ctid = ANY(ARRAY(SELECT ctid FROM lapsed UNION ALL SELECT ctid FROM leaseless))
 RETURNING t.id, t.status

@@ -1,6 +1,5 @@
 -- Hand owned running tasks back (worker drain deadline) without counting the
--- attempt: queued now, owner, lease and the attempt's progress cleared, attempt
--- decremented. Cancel wins: a cancel-requested task ends canceled instead.
+-- attempt: queued now, owner, lease and progress cleared, attempt decremented; cancel wins.
 -- params: ids (text[]), worker_id
 UPDATE cairnq_tasks
 SET status = CASE WHEN cancel_requested_at_ms IS NOT NULL THEN 'canceled' ELSE 'queued' END,

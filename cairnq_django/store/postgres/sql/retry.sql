@@ -1,9 +1,5 @@
 -- Re-queue one failed or canceled task under the same id (protocol 3.7).
 -- params: id, reset_attempt (boolean)
--- result is kept on purpose; everything describing the last attempt is cleared,
--- lease_until_ms included (lease invariant).
--- The row comes back with the claim's columns: a payload over 256 KiB stays
--- in the database (payload_bytes carries its size; the Task loads it when read).
 UPDATE cairnq_tasks
 SET status = 'queued',
     run_at_ms = (extract(epoch from now()) * 1000)::bigint,
@@ -17,6 +13,7 @@ SET status = 'queued',
     attempt = CASE WHEN %(reset_attempt)s::boolean THEN 0 ELSE attempt END,
     updated_at_ms = (extract(epoch from now()) * 1000)::bigint
 WHERE id = %(id)s AND status IN ('failed', 'canceled')
+-- result is kept; the last attempt's state and lease are cleared. A large payload stays behind.
 RETURNING id, name, queue, status,
     CASE WHEN pg_column_size(payload)
               <= CASE WHEN pg_column_compression(payload) IS NULL THEN 262144 ELSE 8192 END

@@ -1,7 +1,5 @@
 -- Re-queue every listed failed or canceled task in one statement (3.7 per row).
 -- params: ids (text[]), reset_attempt (boolean)
--- The row comes back with the claim's columns: a payload over 256 KiB stays
--- in the database (payload_bytes carries its size; the Task loads it when read).
 UPDATE cairnq_tasks
 SET status = 'queued',
     run_at_ms = (extract(epoch from now()) * 1000)::bigint,
@@ -15,6 +13,7 @@ SET status = 'queued',
     attempt = CASE WHEN %(reset_attempt)s::boolean THEN 0 ELSE attempt END,
     updated_at_ms = (extract(epoch from now()) * 1000)::bigint
 WHERE id = ANY(%(ids)s::text[]) AND status IN ('failed', 'canceled')
+-- The claim's columns: a payload over 256 KiB stays behind, payload_bytes gives its size.
 RETURNING id, name, queue, status,
     CASE WHEN pg_column_size(payload)
               <= CASE WHEN pg_column_compression(payload) IS NULL THEN 262144 ELSE 8192 END

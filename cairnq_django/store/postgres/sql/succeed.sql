@@ -1,9 +1,6 @@
 -- Low-level succeed (protocol 3.12): always succeeded, result set, progress 1.0,
--- message replaced only when given. Ignores a cancel request (workers use
--- complete instead).
+-- message replaced only when given. Ignores a cancel request (workers use complete).
 -- params: id, worker_id, result (JSON text or null), message (text or null)
--- The row comes back with the claim's columns: a payload over 256 KiB stays
--- in the database (payload_bytes carries its size; the Task loads it when read).
 UPDATE cairnq_tasks
 SET status = 'succeeded',
     result = %(result)s::jsonb,
@@ -16,6 +13,7 @@ WHERE id = %(id)s
   AND status = 'running'
   AND worker_id = %(worker_id)s
   AND lease_until_ms > (extract(epoch from now()) * 1000)::bigint
+-- The claim's columns: a payload over 256 KiB stays behind, payload_bytes gives its size.
 RETURNING id, name, queue, status,
     CASE WHEN pg_column_size(payload)
               <= CASE WHEN pg_column_compression(payload) IS NULL THEN 262144 ELSE 8192 END

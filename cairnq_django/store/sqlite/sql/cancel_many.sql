@@ -1,7 +1,5 @@
 -- Cancel every listed live task in one statement (cancel semantics of 3.6 per row).
 -- params: ids (JSON array text), now (process ms)
--- The row comes back with the claim's columns: a payload over 256 KiB stays
--- in the database (payload_bytes carries its size; the Task loads it when read).
 UPDATE cairnq_tasks
 SET status = CASE WHEN status = 'queued' THEN 'canceled' ELSE status END,
     completed_at_ms = CASE WHEN status = 'queued' THEN %(now)s ELSE completed_at_ms END,
@@ -9,6 +7,7 @@ SET status = CASE WHEN status = 'queued' THEN 'canceled' ELSE status END,
                                   ELSE cancel_requested_at_ms END,
     updated_at_ms = %(now)s
 WHERE id IN (SELECT value FROM json_each(%(ids)s)) AND status IN ('queued', 'running')
+-- The claim's columns: a payload over 256 KiB stays behind, payload_bytes gives its size.
 RETURNING id, name, queue, status,
     CASE WHEN length(CAST(payload AS BLOB)) <= 262144 THEN payload END AS payload,
     CASE WHEN length(CAST(payload AS BLOB)) > 262144 THEN length(CAST(payload AS BLOB)) END AS payload_bytes,

@@ -1,23 +1,13 @@
 -- Draw up to limit claimable tasks in claim order and lease them to worker_id
--- (protocol 3.9 step 2b): status running, lease now + lease_ms, attempt + 1.
+-- (protocol 3.9 step 2b, 4.3): status running, lease now + lease_ms, attempt + 1. One queue.
 -- params: queue, names (JSON array text or null = any name), worker_id, lease_ms, limit, now (process ms)
--- One queue: the equality lets cairnq_tasks_claim_idx be read in claim order.
--- Runs inside the claim session's IMMEDIATE transaction, which already holds
--- the single write lock, so the selection cannot race another claimer.
--- The payload comes back only when small: one longer than 256 KiB stays in the
--- database, payload is null and payload_bytes carries its size instead, for
--- the byte budget (protocol 4.6); the worker fetches it by id (get_payload.sql)
--- when the handler needs it, one task at a time. A claim of several 50 MB rows
--- would otherwise hold every payload in the worker at once, three times over
--- (SQLite's buffer, the text, the decoded object). The sizes are read from the
--- value the UPDATE already loaded, at no extra cost. Columns are listed because
--- * carries the payload.
 UPDATE cairnq_tasks
 SET status = 'running',
     worker_id = %(worker_id)s,
     lease_until_ms = %(now)s + %(lease_ms)s,
     attempt = attempt + 1,
     updated_at_ms = %(now)s
+-- Inside the claim session's IMMEDIATE transaction: the write lock is held, no claimer races.
 WHERE id IN (
     SELECT id FROM cairnq_tasks
     WHERE queue = %(queue)s
@@ -27,6 +17,7 @@ WHERE id IN (
     ORDER BY priority DESC, run_at_ms, id
     LIMIT %(limit)s
 )
+-- A payload over 256 KiB stays behind; the worker fetches it (get_payload.sql).
 RETURNING id, name, queue, status,
     CASE WHEN length(CAST(payload AS BLOB)) <= 262144 THEN payload END AS payload,
     CASE WHEN length(CAST(payload AS BLOB)) > 262144 THEN length(CAST(payload AS BLOB)) END AS payload_bytes,

@@ -1,22 +1,8 @@
 -- Read-only probe before a claim session (protocol 3.9 step 1): is any task
--- claimable now for these queues and names, or has any lease expired anywhere?
--- params: queues (JSON array text), names (JSON array text or null = any name),
---         leaseless (0/1), now (process ms)
--- The two questions come back as two columns (due, expired): the session runs
--- recover_leases only when a lease has expired, since it would change nothing
--- otherwise. Run outside any transaction so idle workers never queue on the
--- write lock. Two EXISTS rather than one OR: an OR across two index shapes gets
--- no index, while each EXISTS picks its own (cairnq_tasks_claim_idx, and the
--- partial cairnq_tasks_lease_idx, whose predicate is repeated literally so
--- SQLite may use it) and stops at its first row. The lease arm is unfiltered on
--- purpose: recovering any dead worker's task is every worker's job.
--- A running row with no lease at all (a foreign writer broke the lease
--- invariant; nobody can own it) counts as expired too. The partial lease
--- index leaves such rows out, so that arm reads the running rows through
--- cairnq_tasks_status_completed_idx (status leads it): as many as are running
--- now, never the backlog, and only when no real lease has expired and the
--- caller asks (leaseless: a worker asks once per lease period, the time an
--- ordinary lease takes to expire, not on every probe).
+-- claimable now for these queues and names, or has any lease expired anywhere? (due, expired)
+-- params: queues (JSON array text), names (JSON array text or null = any name), leaseless (0/1), now (process ms)
+
+-- Two EXISTS, not one OR, so each picks its own index; outside any transaction, never on the write lock.
 SELECT
     EXISTS (
         SELECT 1 FROM cairnq_tasks
@@ -28,8 +14,10 @@ SELECT
     EXISTS (
         SELECT 1 FROM cairnq_tasks
         WHERE status = 'running'
+          -- The partial index's predicate, literally: SQLite matches it term by term.
           AND lease_until_ms IS NOT NULL
           AND lease_until_ms <= %(now)s
+    -- Running rows without a lease (a foreign writer), read by cairnq_tasks_status_completed_idx.
     ) OR (%(leaseless)s AND EXISTS (
         SELECT 1 FROM cairnq_tasks
         WHERE status = 'running'

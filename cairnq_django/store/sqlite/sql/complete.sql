@@ -1,9 +1,6 @@
 -- Finish an owned task whose handler returned (protocol 3.12). Cancel wins: a
--- cancel-requested task ends canceled with result and progress untouched;
--- otherwise succeeded with the result and progress 1.0. message is untouched.
+-- cancel-requested task ends canceled, result untouched; else succeeded, progress 1.0.
 -- params: id, worker_id, result (JSON text or null), now (process ms)
--- The row comes back with the claim's columns: a payload over 256 KiB stays
--- in the database (payload_bytes carries its size; the Task loads it when read).
 UPDATE cairnq_tasks
 SET status = CASE WHEN cancel_requested_at_ms IS NOT NULL THEN 'canceled' ELSE 'succeeded' END,
     result = CASE WHEN cancel_requested_at_ms IS NOT NULL THEN result ELSE %(result)s END,
@@ -15,6 +12,7 @@ WHERE id = %(id)s
   AND status = 'running'
   AND worker_id = %(worker_id)s
   AND lease_until_ms > %(now)s
+-- The claim's columns: a payload over 256 KiB stays behind, payload_bytes gives its size.
 RETURNING id, name, queue, status,
     CASE WHEN length(CAST(payload AS BLOB)) <= 262144 THEN payload END AS payload,
     CASE WHEN length(CAST(payload AS BLOB)) > 262144 THEN length(CAST(payload AS BLOB)) END AS payload_bytes,

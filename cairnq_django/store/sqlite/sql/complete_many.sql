@@ -1,13 +1,8 @@
 -- Complete many owned tasks in ONE statement (complete semantics of 3.12 per row):
--- one statement and one commit for a whole batch instead of one per task.
--- params: items (JSON array text of {"id": ..., "result": JSON text or null}),
---         worker_id, now (process ms)
--- Each row keeps its own result, its own ownership check and cancel-wins; ids
--- missing from the answer lost their lease. Columns are qualified because the
--- FROM relation also has id and result.
--- The unary + on status keeps the planner off the status index: drive the
--- update from the listed ids through the primary key, not every running row.
+-- one statement and one commit per batch; ids missing from the answer lost their lease.
+-- params: items (JSON array text of {"id": ..., "result": JSON text or null}), worker_id, now (process ms)
 UPDATE cairnq_tasks
+-- Columns are qualified: the FROM relation also has id and result.
 SET status = CASE WHEN cairnq_tasks.cancel_requested_at_ms IS NOT NULL
                   THEN 'canceled' ELSE 'succeeded' END,
     result = CASE WHEN cairnq_tasks.cancel_requested_at_ms IS NOT NULL
@@ -22,6 +17,7 @@ FROM (
     FROM json_each(%(items)s)
 ) AS r
 WHERE cairnq_tasks.id = r.id
+  -- The unary + keeps the planner off the status index: drive the update from the ids.
   AND +cairnq_tasks.status = 'running'
   AND cairnq_tasks.worker_id = %(worker_id)s
   AND cairnq_tasks.lease_until_ms > %(now)s

@@ -1,11 +1,6 @@
 -- Fail an owned task (protocol 3.13); the outcome is decided in the statement,
--- in this order: cancel requested -> canceled; retryable with attempts left ->
--- queued at now + delay_ms (worker, progress and message of the attempt
--- cleared); otherwise failed. Every branch stores the envelope and clears the
--- lease; attempt is never changed here (claim counted it).
+-- cancel requested -> canceled; retryable with attempts left -> queued at now + delay_ms; else failed.
 -- params: id, worker_id, error (JSON text), retryable (0/1), delay_ms, now (process ms)
--- The row comes back with the claim's columns: a payload over 256 KiB stays
--- in the database (payload_bytes carries its size; the Task loads it when read).
 UPDATE cairnq_tasks
 SET status = CASE
         WHEN cancel_requested_at_ms IS NOT NULL THEN 'canceled'
@@ -15,6 +10,7 @@ SET status = CASE
     worker_id = CASE
         WHEN cancel_requested_at_ms IS NULL AND %(retryable)s AND attempt < max_attempts THEN NULL
         ELSE worker_id END,
+    -- Every branch clears the lease; attempt stays as the claim counted it.
     lease_until_ms = NULL,
     run_at_ms = CASE
         WHEN cancel_requested_at_ms IS NULL AND %(retryable)s AND attempt < max_attempts
@@ -34,6 +30,7 @@ WHERE id = %(id)s
   AND status = 'running'
   AND worker_id = %(worker_id)s
   AND lease_until_ms > %(now)s
+-- The claim's columns: a payload over 256 KiB stays behind, payload_bytes gives its size.
 RETURNING id, name, queue, status,
     CASE WHEN length(CAST(payload AS BLOB)) <= 262144 THEN payload END AS payload,
     CASE WHEN length(CAST(payload AS BLOB)) > 262144 THEN length(CAST(payload AS BLOB)) END AS payload_bytes,

@@ -1,12 +1,8 @@
 -- Fail many owned tasks in ONE statement, each with its own envelope,
--- retryability and delay (fail semantics of 3.13 per row, cancel wins).
--- params: items (JSON array text of {"id", "error": JSON text, "retryable": 0/1,
---         "delay_ms"}), worker_id, now (process ms)
--- Ids missing from the answer lost their lease. Columns are qualified because
--- the FROM relation also has id and error.
--- The unary + on status keeps the planner off the status index: drive the
--- update from the listed ids through the primary key, not every running row.
+-- retryability and delay (3.13 per row, cancel wins); ids missing from the answer lost their lease.
+-- params: items (JSON array text of {"id", "error": JSON text, "retryable": 0/1, "delay_ms"}), worker_id, now (process ms)
 UPDATE cairnq_tasks
+-- Columns are qualified: the FROM relation also has id and error.
 SET status = CASE
         WHEN cairnq_tasks.cancel_requested_at_ms IS NOT NULL THEN 'canceled'
         WHEN f.retryable AND cairnq_tasks.attempt < cairnq_tasks.max_attempts THEN 'queued'
@@ -38,6 +34,7 @@ FROM (
     FROM json_each(%(items)s)
 ) AS f
 WHERE cairnq_tasks.id = f.id
+  -- The unary + keeps the planner off the status index: drive the update from the ids.
   AND +cairnq_tasks.status = 'running'
   AND cairnq_tasks.worker_id = %(worker_id)s
   AND cairnq_tasks.lease_until_ms > %(now)s

@@ -1,7 +1,5 @@
 -- Renew one lease this worker owns now (protocol 3.10); no row means LostLease.
 -- params: id, worker_id, lease_ms, now (process ms)
--- The row comes back so the caller sees cancel_requested_at_ms, with the claim's columns:
--- a payload over 256 KiB stays in the database (payload_bytes carries its size; the Task loads it when read).
 UPDATE cairnq_tasks
 SET lease_until_ms = %(now)s + %(lease_ms)s,
     updated_at_ms = %(now)s
@@ -9,6 +7,7 @@ WHERE id = %(id)s
   AND status = 'running'
   AND worker_id = %(worker_id)s
   AND lease_until_ms > %(now)s
+-- The caller reads cancel_requested_at_ms; a payload over 256 KiB stays behind (payload_bytes).
 RETURNING id, name, queue, status,
     CASE WHEN length(CAST(payload AS BLOB)) <= 262144 THEN payload END AS payload,
     CASE WHEN length(CAST(payload AS BLOB)) > 262144 THEN length(CAST(payload AS BLOB)) END AS payload_bytes,

@@ -1,12 +1,6 @@
 -- Insert many unkeyed queued tasks in one statement (submit_many); return
--- each row's id and stamps (the store builds the rows from its parameters).
--- params: rows (JSON array text; each element an object with id, name, queue,
---         payload and metadata as JSON *text*, max_attempts, priority, delay_ms,
---         parent_id, root_id, correlation_id), now (process ms)
--- One JSON parameter, expanded with json_each, instead of N x 11 placeholders:
--- the statement text is fixed and SQLite's bound-variable limit never applies.
--- payload/metadata travel as strings holding the encoded JSON, so json_extract
--- hands back exactly the caller's text.
+-- each row's id and stamps. params: rows (JSON array text of objects: id, name, queue, payload and
+--   metadata as JSON *text*, max_attempts, priority, delay_ms, parent_id, root_id, correlation_id), now (process ms)
 INSERT INTO cairnq_tasks (
     id, name, queue, status, payload, metadata, max_attempts, priority,
     run_at_ms, parent_id, root_id, correlation_id, created_at_ms, updated_at_ms
@@ -19,5 +13,6 @@ SELECT
     %(now)s + json_extract(r.value, '$.delay_ms'),
     json_extract(r.value, '$.parent_id'), json_extract(r.value, '$.root_id'),
     json_extract(r.value, '$.correlation_id'), %(now)s, %(now)s
+-- One JSON parameter: fixed text, no bound-variable limit; payloads as text come back verbatim.
 FROM json_each(%(rows)s) AS r
 RETURNING id, created_at_ms, updated_at_ms, run_at_ms

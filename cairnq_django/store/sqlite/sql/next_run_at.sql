@@ -1,22 +1,8 @@
 -- How long until the earliest waiting task of these queues and names is due:
--- the idle worker sleeps that long at most, so a delayed task or a retry
--- backoff starts on time rather than at the end of a poll interval.
--- params: queues (JSON array text), names (JSON array text: the names this
---         worker serves), max_steps (distinct priorities examined per queue
---         and name), now (process ms)
--- Answers one row, due_in_ms (milliseconds, at least 1) and the name of that
--- task (the worker draws its source first), or no row when nothing is
--- waiting. Rows already due are left out on purpose: they are the claim's
--- business, and one a claim cannot take yet (a full name or resource) must not
--- turn the idle wait into a busy loop.
--- A loose index scan over cairnq_tasks_claim_name_idx (queue, status, name,
--- priority DESC, run_at_ms, id): for each queue and name the walk jumps from
--- one distinct queued priority to the next with one index probe, and within a
--- priority the first row past the clock is one more probe, so the cost grows
--- with the number of priorities in use, never with the backlog. max_steps
--- bounds the walk (priorities past it go unseen; the poll interval still
--- covers them). The only sort is of the walk's few rows, one per queue, name
--- and priority.
+-- the idle worker sleeps that long at most (protocol 4.13); answers (due_in_ms, name) or no row.
+-- params: queues (JSON array text), names (JSON array text: those served), max_steps (priorities walked), now (process ms)
+
+-- A loose index scan of cairnq_tasks_claim_name_idx: one probe per distinct queued priority.
 WITH RECURSIVE walk(queue, name, priority, step) AS (
     SELECT wanted.value, served.value, (
         SELECT priority FROM cairnq_tasks
@@ -41,6 +27,7 @@ FROM (
     SELECT walk.name, (
         SELECT run_at_ms FROM cairnq_tasks
         WHERE queue = walk.queue AND status = 'queued' AND name = walk.name
+          -- Rows already due are the claim's business; counting them would make the idle wait a busy loop.
           AND priority = walk.priority AND run_at_ms > %(now)s
         ORDER BY priority DESC, run_at_ms, id
         LIMIT 1

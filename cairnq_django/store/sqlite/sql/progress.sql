@@ -1,8 +1,6 @@
 -- Record progress of an owned task (protocol 3.11): each of progress and message
 -- is replaced only when given (null keeps the stored value).
 -- params: id, worker_id, progress (real or null), message (text or null), now (process ms)
--- The row comes back with the claim's columns: a payload over 256 KiB stays
--- in the database (payload_bytes carries its size; the Task loads it when read).
 UPDATE cairnq_tasks
 SET progress = COALESCE(%(progress)s, progress),
     message = COALESCE(%(message)s, message),
@@ -11,6 +9,7 @@ WHERE id = %(id)s
   AND status = 'running'
   AND worker_id = %(worker_id)s
   AND lease_until_ms > %(now)s
+-- The claim's columns: a payload over 256 KiB stays behind, payload_bytes gives its size.
 RETURNING id, name, queue, status,
     CASE WHEN length(CAST(payload AS BLOB)) <= 262144 THEN payload END AS payload,
     CASE WHEN length(CAST(payload AS BLOB)) > 262144 THEN length(CAST(payload AS BLOB)) END AS payload_bytes,

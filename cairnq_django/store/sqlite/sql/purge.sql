@@ -1,12 +1,10 @@
 -- Delete up to limit terminal rows finished strictly before now - older_than_ms,
 -- oldest first, each optional filter applied only when given (protocol 3.8).
 -- params: older_than_ms, queue, status, name (each text or null), limit, now (process ms)
--- The terminal-status and "completed_at_ms IS NOT NULL" terms are spelled out so
--- the completion indexes (one of them partial on exactly that status list) are
--- usable. Key rows go with their task through the ON DELETE CASCADE foreign key.
 DELETE FROM cairnq_tasks
 WHERE id IN (
     SELECT id FROM cairnq_tasks
+    -- Spelled out so the completion indexes (one partial on this list) apply; keys follow by CASCADE.
     WHERE status IN ('succeeded', 'failed', 'canceled')
       AND completed_at_ms IS NOT NULL
       AND completed_at_ms < %(now)s - %(older_than_ms)s

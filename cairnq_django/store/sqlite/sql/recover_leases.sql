@@ -1,15 +1,6 @@
 -- Recover every expired lease in the table (protocol 3.9 step 2a), any queue,
--- any name. Per row, cancel wins: cancel requested -> canceled; attempts left ->
--- queued for redelivery (progress of the dead attempt cleared); otherwise failed
--- with the lease-expired envelope. Every branch clears the lease.
+-- any name; cancel wins, attempts left -> queued, else failed with the lease-expired envelope.
 -- params: lease_expired_error (JSON text), now (process ms)
--- The WHERE repeats the partial index predicate of cairnq_tasks_lease_idx
--- (status = 'running' AND lease_until_ms IS NOT NULL) literally: SQLite only uses
--- a partial index when the query carries each of its terms.
--- A running row with no lease at all (a foreign writer broke the lease
--- invariant) is recovered the same way: nobody can own it, so without this it
--- would stay running forever. The lease index leaves such rows out; they are
--- found among the running rows through cairnq_tasks_status_completed_idx.
 UPDATE cairnq_tasks
 SET status = CASE
         WHEN cancel_requested_at_ms IS NOT NULL THEN 'canceled'
@@ -35,6 +26,7 @@ SET status = CASE
         WHEN cancel_requested_at_ms IS NULL AND attempt < max_attempts THEN NULL
         ELSE message END,
     updated_at_ms = %(now)s
+-- The partial lease index's predicate, literally (SQLite matches it term by term); then leaseless rows.
 WHERE id IN (
     SELECT id FROM cairnq_tasks
     WHERE status = 'running'

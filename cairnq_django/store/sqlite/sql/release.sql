@@ -1,9 +1,6 @@
 -- Hand owned running tasks back (worker drain deadline) without counting the
--- attempt: queued now, owner, lease and the attempt's progress cleared, attempt
--- decremented. Cancel wins: a cancel-requested task ends canceled instead.
+-- attempt: queued now, owner, lease and progress cleared, attempt decremented; cancel wins.
 -- params: ids (JSON array text), worker_id, now (process ms)
--- The unary + on status keeps the planner off the status index: drive the
--- update from the listed ids through the primary key, not every running row.
 UPDATE cairnq_tasks
 SET status = CASE WHEN cancel_requested_at_ms IS NOT NULL THEN 'canceled' ELSE 'queued' END,
     worker_id = CASE WHEN cancel_requested_at_ms IS NOT NULL THEN worker_id ELSE NULL END,
@@ -16,6 +13,7 @@ SET status = CASE WHEN cancel_requested_at_ms IS NOT NULL THEN 'canceled' ELSE '
                    ELSE max(attempt - 1, 0) END,
     updated_at_ms = %(now)s
 WHERE id IN (SELECT value FROM json_each(%(ids)s))
+  -- The unary + keeps the planner off the status index: drive the update from the ids.
   AND +status = 'running'
   AND worker_id = %(worker_id)s
   AND lease_until_ms > %(now)s

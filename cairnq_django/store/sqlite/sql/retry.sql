@@ -1,9 +1,5 @@
 -- Re-queue one failed or canceled task under the same id (protocol 3.7).
 -- params: id, reset_attempt (0/1), now (process ms)
--- result is kept on purpose; everything describing the last attempt is cleared,
--- lease_until_ms included (lease invariant).
--- The row comes back with the claim's columns: a payload over 256 KiB stays
--- in the database (payload_bytes carries its size; the Task loads it when read).
 UPDATE cairnq_tasks
 SET status = 'queued',
     run_at_ms = %(now)s,
@@ -17,6 +13,7 @@ SET status = 'queued',
     attempt = CASE WHEN %(reset_attempt)s THEN 0 ELSE attempt END,
     updated_at_ms = %(now)s
 WHERE id = %(id)s AND status IN ('failed', 'canceled')
+-- result is kept; the last attempt's state and lease are cleared. A large payload stays behind.
 RETURNING id, name, queue, status,
     CASE WHEN length(CAST(payload AS BLOB)) <= 262144 THEN payload END AS payload,
     CASE WHEN length(CAST(payload AS BLOB)) > 262144 THEN length(CAST(payload AS BLOB)) END AS payload_bytes,

@@ -1,7 +1,5 @@
 -- Re-queue every listed failed or canceled task in one statement (3.7 per row).
 -- params: ids (JSON array text), reset_attempt (0/1), now (process ms)
--- The row comes back with the claim's columns: a payload over 256 KiB stays
--- in the database (payload_bytes carries its size; the Task loads it when read).
 UPDATE cairnq_tasks
 SET status = 'queued',
     run_at_ms = %(now)s,
@@ -15,6 +13,7 @@ SET status = 'queued',
     attempt = CASE WHEN %(reset_attempt)s THEN 0 ELSE attempt END,
     updated_at_ms = %(now)s
 WHERE id IN (SELECT value FROM json_each(%(ids)s)) AND status IN ('failed', 'canceled')
+-- The claim's columns: a payload over 256 KiB stays behind, payload_bytes gives its size.
 RETURNING id, name, queue, status,
     CASE WHEN length(CAST(payload AS BLOB)) <= 262144 THEN payload END AS payload,
     CASE WHEN length(CAST(payload AS BLOB)) > 262144 THEN length(CAST(payload AS BLOB)) END AS payload_bytes,

@@ -1,9 +1,6 @@
 -- Low-level succeed (protocol 3.12): always succeeded, result set, progress 1.0,
--- message replaced only when given. Ignores a cancel request (workers use
--- complete instead).
+-- message replaced only when given. Ignores a cancel request (workers use complete).
 -- params: id, worker_id, result (JSON text or null), message (text or null), now (process ms)
--- The row comes back with the claim's columns: a payload over 256 KiB stays
--- in the database (payload_bytes carries its size; the Task loads it when read).
 UPDATE cairnq_tasks
 SET status = 'succeeded',
     result = %(result)s,
@@ -16,6 +13,7 @@ WHERE id = %(id)s
   AND status = 'running'
   AND worker_id = %(worker_id)s
   AND lease_until_ms > %(now)s
+-- The claim's columns: a payload over 256 KiB stays behind, payload_bytes gives its size.
 RETURNING id, name, queue, status,
     CASE WHEN length(CAST(payload AS BLOB)) <= 262144 THEN payload END AS payload,
     CASE WHEN length(CAST(payload AS BLOB)) > 262144 THEN length(CAST(payload AS BLOB)) END AS payload_bytes,

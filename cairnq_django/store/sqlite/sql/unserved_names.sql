@@ -1,22 +1,13 @@
 -- Names of queued tasks in the worker's queues that none of its handlers
--- serves (fault plan F18 b: such rows are never claimed, so the worker warns).
--- params: queues (JSON array text), names (JSON array text: the names this
---         worker serves), max_names (distinct queued names examined per
---         queue), limit (rows returned)
--- A loose index scan over cairnq_tasks_claim_name_idx (queue, status, name, ...):
--- each step jumps to the next distinct queued name of one queue with a single
--- index probe (name > previous, LIMIT 1), so the cost grows with the number of
--- distinct queued names, never with the backlog. A plain SELECT DISTINCT would
--- read every queued row. The ORDER BY spells out the index's whole order: with
--- ORDER BY name alone the planner may walk cairnq_tasks_name_idx instead and
--- filter for queue and status, reading the whole table for a queue that has
--- no queued row. max_names bounds the walk when a queue holds unusually many
--- distinct names (names past the bound, in name order, go unreported).
--- A read outside any transaction: it never takes the write lock.
+-- serves (protocol 4.3: such rows are never claimed, so the worker warns). Outside any transaction.
+-- params: queues (JSON array text), names (JSON array text: those served), max_names (names walked per queue), limit (rows returned)
+
+-- A loose index scan of cairnq_tasks_claim_name_idx: one probe per distinct queued name.
 WITH RECURSIVE walk(queue, name, step) AS (
     SELECT wanted.value, (
         SELECT name FROM cairnq_tasks
         WHERE queue = wanted.value AND status = 'queued'
+        -- The index's whole order: with ORDER BY name alone the planner may pick cairnq_tasks_name_idx.
         ORDER BY name, priority DESC, run_at_ms, id
         LIMIT 1
     ), 1

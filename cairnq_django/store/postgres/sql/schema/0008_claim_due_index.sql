@@ -1,7 +1,6 @@
 -- Step 0008_claim_due_index.sql: rebuild both claim indexes to order by due time
--- (run_at_ms) and end with id. No parameters. The names stay the same while the
--- shape changes, so the old index must be dropped first: "create if absent"
--- would keep an old shape silently.
+-- (run_at_ms) and end with id (protocol 1.7, 1.8). No parameters. Dropped first: the names
+-- stay, and "create if absent" would keep the old shape.
 
 -- statement: drop the old claim index
 DROP INDEX IF EXISTS cairnq_tasks_claim_idx

@@ -1,5 +1,3 @@
 -- Lock the ledger for the rest of this step's transaction. No parameters.
--- EXCLUSIVE mode is what the upstream runners take, so this app, upstream SDKs
--- and a second `migrate` all serialize on it: whoever waits finds the step
--- recorded. Plain reads of the ledger are not blocked.
+-- EXCLUSIVE, as upstream's runners take it (protocol 1.6): migrators serialize; plain reads do not wait.
 LOCK TABLE cairnq_migrations IN EXCLUSIVE MODE

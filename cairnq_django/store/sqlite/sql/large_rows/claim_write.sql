@@ -1,7 +1,5 @@
 -- Large-row mode, claim step 2 of 3 (write): lease the picked tasks to
--- worker_id (protocol 3.9 step 2b), as the claim statements do, without
--- RETURNING. The pick ran in this IMMEDIATE transaction, so every picked row
--- is still queued; the status test only says so.
+-- worker_id (protocol 3.9 step 2b) without RETURNING; the pick ran in this IMMEDIATE transaction.
 -- params: picked (JSON array text of ids), worker_id, lease_ms, now (process ms)
 UPDATE cairnq_tasks
 SET status = 'running',

@@ -1,6 +1,5 @@
 -- Large-row mode, step 1 (pick) of heartbeat_batch and release: the listed
--- tasks this worker still owns, with their cancel request (which neither
--- write changes: heartbeat_batch answers with it).
+-- tasks this worker still owns, with their cancel request (heartbeat_batch answers with it).
 -- params: ids (JSON array text), worker_id, now (process ms)
 SELECT t.id, t.cancel_requested_at_ms
 FROM json_each(%(ids)s) AS listed

@@ -1,6 +1,5 @@
 -- Large-row mode, settlement step 1 (pick), for complete_many and fail_many:
--- the listed tasks this worker still owns (3.12/3.13's ownership check), the
--- ones their write will settle. Ids missing from the answer lost their lease.
+-- the listed tasks this worker still owns (3.12/3.13); ids missing from the answer lost their lease.
 -- params: items (JSON array text of objects with an "id"), worker_id, now (process ms)
 SELECT t.id
 FROM json_each(%(items)s) AS item

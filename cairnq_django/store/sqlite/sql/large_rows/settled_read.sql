@@ -1,6 +1,5 @@
 -- Large-row mode, settlement step 3 (read), for complete_many and fail_many:
--- the status each picked task ended in (cancel wins; a retryable failure is
--- queued again).
+-- the status each picked task ended in (cancel wins; a retryable failure is queued again).
 -- params: picked (JSON array text of ids)
 SELECT t.id, t.status
 FROM json_each(%(picked)s) AS picked

@@ -1,7 +1,5 @@
 -- Large-row mode, step 3 of 3 (read) of claims and single-task writes: the
--- picked rows, in pick order, with the claim statements' columns -- a payload
--- over 256 KiB stays in the database and payload_bytes carries its size (see
--- ../claim.sql).
+-- picked rows, in pick order, with the claim's columns (a payload over 256 KiB stays behind).
 -- params: picked (JSON array text of ids)
 SELECT t.id, t.name, t.queue, t.status,
     CASE WHEN length(CAST(t.payload AS BLOB)) <= 262144 THEN t.payload END AS payload,

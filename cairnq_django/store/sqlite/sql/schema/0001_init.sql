@@ -1,10 +1,6 @@
 -- Step 0001_init.sql: the three protocol tables, the first indexes and the meta
--- rows. No parameters. Every object is created only if absent, by name, so a
--- database an upstream SDK built (without ledger rows) keeps what it has.
--- The claim index is created in its first, created_at_ms-ordered shape on
--- purpose: step 0008 rebuilds it, and replaying steps must end where upstream's
--- replay ends. The status index is likewise created here and dropped by 0010.
--- Statements are separated by "-- statement:" lines (see cairnq_django/schema.py).
+-- rows (protocol 1.1-1.5, 1.8). No parameters. Each object only if absent, so upstream-built databases keep theirs.
+-- Indexes start in their first shapes (0008, 0010 change them); "-- statement:" lines split the statements.
 
 -- statement: tasks; column order, types, defaults and checks are the protocol's
 CREATE TABLE IF NOT EXISTS cairnq_tasks (

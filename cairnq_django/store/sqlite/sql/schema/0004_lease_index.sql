@@ -1,7 +1,6 @@
 -- Step 0004_lease_index.sql: partial index over live leases, for lease recovery.
--- No parameters. The predicate's two terms must stay literally as the recovery
--- statement writes them: SQLite matches partial-index terms syntactically.
--- There is no 0003 on SQLite (it is PostgreSQL's NOTIFY trigger).
+-- No parameters (protocol 1.7). The predicate's terms stay literally as recover_leases.sql writes
+-- them: SQLite matches partial-index terms syntactically. (0003 is PostgreSQL's NOTIFY trigger.)
 
 -- statement: lease index
 CREATE INDEX IF NOT EXISTS cairnq_tasks_lease_idx ON cairnq_tasks (lease_until_ms)

@@ -1,0 +1,183 @@
+"""The queue dashboard: per-queue figures on one page, and its entry on the admin index."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from django.contrib import admin
+from django.core.exceptions import PermissionDenied
+from django.db.models import Count, Field, Min, Q
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.template.response import TemplateResponse
+from django.urls import reverse
+from django.utils.translation import gettext as _
+
+from .values import EMPTY, odd_time, stored_datetime
+from ..models import LIVE_STATUSES, TERMINAL_STATUSES, QueueDashboard, Task, TaskStatus, ms_to_datetime
+from ..store import get_store
+
+if TYPE_CHECKING:
+    from .task_admin import TaskAdmin
+
+# "Leases about to expire" on the dashboard.
+LEASE_WARNING_MS = 10_000
+FAILURE_WINDOW_MS = 3_600_000
+
+
+@dataclass
+class QueueRow:
+    """One queue's line on the dashboard."""
+
+    queue: str
+    counts: dict[str, int]
+    cancel_requested: int = 0
+    oldest_queued_ms: int | None = None
+    oldest_due_ms: int | None = None
+    leases_expiring: int = 0
+    leases_expired: int = 0
+    failed_last_hour: int = 0
+    oldest_queued_age: str = "—"
+    oldest_due_age: str = "—"
+
+    @property
+    def status_counts(self) -> list[tuple[str, str, int]]:
+        return [(status.value, str(status.label), self.counts.get(status.value, 0)) for status in TaskStatus]
+
+
+def queue_rows(now_ms: int, alias: str) -> list[QueueRow]:
+    """Gather the dashboard's figures per queue.
+
+    Counts come from ``store.stats()`` (one grouped read over the table, as
+    the protocol's dashboard read). The other figures read only live rows or
+    the last hour's failures, each through an index the protocol ships.
+    """
+    rows = {queue: QueueRow(queue, dict(counts)) for queue, counts in get_store().stats().items()}
+    tasks = Task.objects.using(alias)
+
+    def row(queue: str) -> QueueRow:
+        if queue not in rows:
+            rows[queue] = QueueRow(queue, {})
+        return rows[queue]
+
+    queued = (
+        tasks.filter(status=TaskStatus.QUEUED)
+        .values("queue")
+        .annotate(
+            # Field(): the value as stored, not int()-converted, so text a
+            # foreign writer put in a SQLite integer column reaches the page.
+            oldest=Min("created_at_ms", output_field=Field()),
+            oldest_due=Min("run_at_ms", filter=Q(run_at_ms__lte=now_ms), output_field=Field()),
+        )
+        .order_by()
+    )
+    for item in queued:
+        row(item["queue"]).oldest_queued_ms = item["oldest"]
+        row(item["queue"]).oldest_due_ms = item["oldest_due"]
+
+    # Repeat the lease index's predicate (status running, lease not null) so SQLite uses it.
+    leases = (
+        tasks.filter(status=TaskStatus.RUNNING, lease_until_ms__isnull=False, lease_until_ms__lte=now_ms + LEASE_WARNING_MS)
+        .values("queue")
+        .annotate(
+            expiring=Count("pk", filter=Q(lease_until_ms__gt=now_ms)),
+            expired=Count("pk", filter=Q(lease_until_ms__lte=now_ms)),
+        )
+        .order_by()
+    )
+    for lease in leases:
+        row(lease["queue"]).leases_expiring = lease["expiring"]
+        row(lease["queue"]).leases_expired = lease["expired"]
+
+    requested = (
+        tasks.filter(status=TaskStatus.RUNNING, cancel_requested_at_ms__isnull=False)
+        .values("queue")
+        .annotate(n=Count("pk"))
+        .order_by()
+    )
+    for pending in requested:
+        row(pending["queue"]).cancel_requested = pending["n"]
+
+    failures = (
+        tasks.filter(status=TaskStatus.FAILED, completed_at_ms__gte=now_ms - FAILURE_WINDOW_MS)
+        .values("queue")
+        .annotate(n=Count("pk"))
+        .order_by()
+    )
+    for failure in failures:
+        row(failure["queue"]).failed_last_hour = failure["n"]
+    return [rows[name] for name in sorted(rows)]
+
+
+def _age(now_ms: int, then_ms: Any) -> str:
+    """Render a duration as "3 d 4 h", "12 min 5 s" or "800 ms"; an odd stored time is marked."""
+    if then_ms is None:
+        return EMPTY
+    if stored_datetime(then_ms) is None:
+        return odd_time(then_ms)
+    delta = max(now_ms - then_ms, 0)
+    if delta < 1000:
+        return f"{delta} ms"
+    seconds = delta // 1000
+    units = (("d", 86_400), ("h", 3_600), ("min", 60), ("s", 1))
+    parts: list[str] = []
+    for label, size in units:
+        if seconds >= size or (parts and len(parts) < 2):
+            parts.append(f"{seconds // size} {label}")
+            seconds %= size
+        if len(parts) == 2:
+            break
+    return " ".join(parts)
+
+
+def dashboard(model_admin: TaskAdmin, request: HttpRequest) -> HttpResponse:
+    """Render the queue dashboard (needs the task view permission)."""
+    if not model_admin.has_view_permission(request):
+        raise PermissionDenied
+    store = get_store()
+    now_ms = store.now_ms()
+    rows = queue_rows(now_ms, store.alias)
+    for item in rows:
+        item.oldest_queued_age = _age(now_ms, item.oldest_queued_ms)
+        item.oldest_due_age = _age(now_ms, item.oldest_due_ms)
+    totals = {status: sum(item.counts.get(status, 0) for item in rows) for status in TaskStatus.values}
+    changelist = reverse(f"{model_admin.admin_site.name}:cairnq_task_changelist")
+    context = {
+        **model_admin.admin_site.each_context(request),
+        "title": _("Queue dashboard"),
+        "opts": model_admin.opts,
+        "rows": rows,
+        "statuses": [(status.value, status.label) for status in TaskStatus],
+        "totals": totals,
+        "live_statuses": LIVE_STATUSES,
+        "terminal_statuses": TERMINAL_STATUSES,
+        "changelist_url": changelist,
+        "lease_warning_s": LEASE_WARNING_MS // 1000,
+        "now": ms_to_datetime(now_ms),
+    }
+    return TemplateResponse(request, "admin/cairnq/dashboard.html", context)
+
+
+@admin.register(QueueDashboard)
+class QueueDashboardEntry(admin.ModelAdmin):
+    """Link the admin index to the dashboard; anyone who may view tasks may open it."""
+
+    def has_module_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm("cairnq.view_task")
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return request.user.has_perm("cairnq.view_task")
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def changelist_view(self, request: HttpRequest, extra_context: Any = None) -> HttpResponse:
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        return HttpResponseRedirect(reverse(f"{self.admin_site.name}:cairnq_task_dashboard"))
