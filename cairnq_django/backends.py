@@ -37,7 +37,7 @@ from django.utils import timezone
 from django.utils.module_loading import import_string
 
 from .protocol import bounds
-from .client.api import CONFLICTS
+from .protocol.validation import conflict_problem
 
 if TYPE_CHECKING:
     from .tasks.context import TaskContext as CairnqContext
@@ -179,8 +179,9 @@ def _validate_options(task: Any) -> None:
     key = options["key"]
     if key is not None and not callable(key) and (not isinstance(key, str) or not key):
         raise InvalidTask(f"key must be a non-empty string or a callable, got {key!r}")
-    if options["conflict"] not in CONFLICTS:
-        raise InvalidTask(f"conflict must be one of {', '.join(CONFLICTS)}; got {options['conflict']!r}")
+    problem = conflict_problem(options["conflict"])
+    if problem is not None:
+        raise InvalidTask(problem)
 
 
 # ---------------------------------------------------------------- handler registry

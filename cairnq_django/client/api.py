@@ -21,7 +21,7 @@ from asgiref.sync import sync_to_async
 from django.db import DatabaseError, connections, transaction
 
 from . import wait as _wait, backpressure
-from ..protocol import bounds
+from ..protocol import bounds, validation
 from .. import signals
 from .wait import TaskRef
 from ..conf import get_config
@@ -34,27 +34,7 @@ if TYPE_CHECKING:
     from ..models import Task
     from ..store.base import Store, SubmitSpec
 
-# Longest name, queue, key or correlation id submit accepts, in UTF-8 bytes.
-MAX_TEXT_BYTES = bounds.MAX_TEXT_BYTES
-
-CONFLICTS = ("reuse", "reuse-succeeded", "reject", "replace")
-STATUSES = ("queued", "running", "succeeded", "failed", "canceled")
-TERMINAL = ("succeeded", "failed", "canceled")
-
-# Every keyword ``submit`` takes besides name and payload; submit_many accepts
-# the same set per item and as shared defaults.
-SUBMIT_OPTIONS = (
-    "key",
-    "conflict",
-    "queue",
-    "priority",
-    "max_attempts",
-    "delay_ms",
-    "metadata",
-    "correlation_id",
-    "parent_id",
-    "root_id",
-)
+SUBMIT_OPTIONS = validation.SUBMIT_OPTIONS
 
 
 def _store() -> Store:
@@ -99,34 +79,8 @@ def _aneeds_schema(fn: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
 
 
 # ---------------------------------------------------------------- validation
-# Text rules (non-empty, no NUL, no lone surrogate, at most MAX_TEXT_BYTES)
-# and integer ranges live in ``bounds``, shared with the commands and checks.
 _require_text = bounds.check_text
-
-
-def _require_texts(**values: Any) -> None:
-    """Check optional text arguments (filters, ids): None passes, anything else must be storable text."""
-    for label, value in values.items():
-        if value is not None:
-            bounds.check_text(value, label)
-
-
-# The rule of each submit option that has one, for submit_many's shared options.
-_OPTION_RULES: dict[str, Any] = {
-    "priority": bounds.PRIORITY.check,
-    "max_attempts": bounds.MAX_ATTEMPTS.check,
-    "delay_ms": bounds.DELAY_MS.check,
-    "queue": bounds.check_text,
-    "key": lambda value, label: bounds.check_text(value, label, optional=True),
-    "correlation_id": lambda value, label: bounds.check_text(value, label, optional=True),
-    "parent_id": lambda value, label: bounds.check_text(value, label, optional=True),
-    "root_id": lambda value, label: bounds.check_text(value, label, optional=True),
-}
-
-
-def _require_status(status: Any, label: str = "status", allowed: Sequence[str] = STATUSES) -> None:
-    if status is not None and status not in allowed:
-        raise ValueError(f"{label} must be one of {', '.join(allowed)}; got {status!r}")
+_require_texts = validation.check_optional_texts
 
 
 def _check_payload_size(payload_json: str, limit: int | None) -> None:
@@ -161,20 +115,9 @@ def build_spec(
     """
     from ..store.base import SubmitSpec
 
-    if conflict not in CONFLICTS:
-        raise ValueError(f"conflict must be one of {', '.join(CONFLICTS)}; got {conflict!r}")
-    bounds.MAX_ATTEMPTS.check(max_attempts, "max_attempts")
-    bounds.DELAY_MS.check(delay_ms, "delay_ms")
-    _require_text(name, "name")
-    _require_text(queue, "queue")
-    bounds.PRIORITY.check(priority, "priority")
-    _require_text(key, "key", optional=True)
-    for label, value in (
-        ("correlation_id", correlation_id),
-        ("parent_id", parent_id),
-        ("root_id", root_id),
-    ):
-        _require_text(value, label, optional=True)
+    validation.check_submit_args(
+        name, queue, key, conflict, priority, max_attempts, delay_ms, correlation_id, parent_id, root_id
+    )
     payload_json = encode_object(payload, what="payload")
     _check_payload_size(payload_json, get_config()["MAX_PAYLOAD_BYTES"])
     metadata_json = encode_object(metadata, what="metadata")
@@ -316,9 +259,7 @@ def _check_many_options(common: Mapping[str, Any]) -> None:
     # Checked here as well as per item: a bad shared option is refused even
     # when there are no items, or when every item overrides it.
     for option, value in common.items():
-        rule = _OPTION_RULES.get(option)
-        if rule is not None:
-            rule(value, option)
+        validation.check_submit_option(option, value)
 
 
 def _specs_for_many(items: Iterable[Any], common: Mapping[str, Any]) -> Iterator[SubmitSpec]:
@@ -454,9 +395,7 @@ def list_tasks(
 
     Exported as ``cairnq_django.list``.
     """
-    _require_status(status)
-    bounds.LIST_LIMIT.check(limit, "limit")
-    bounds.OFFSET.check(offset, "offset")
+    validation.check_list_args(status, limit, offset)
     _require_texts(queue=queue, name=name, root_id=root_id, correlation_id=correlation_id)
     return _store().list(
         status=status,
@@ -480,7 +419,7 @@ def stats(queue: str | None = None) -> dict[str, dict[str, int]]:
 def queue_depth(queue: str, max_depth: int) -> int:
     """Return how many more tasks fit on ``queue`` under ``max_depth`` (0 when full)."""
     _require_text(queue, "queue")
-    bounds.MAX_DEPTH.check(max_depth, "max_depth")
+    validation.check_max_depth(max_depth)
     return _store().queue_depth(queue, max_depth)
 
 
@@ -526,9 +465,7 @@ def purge(
     limit: int = 1000,
 ) -> builtins.list[str]:
     """Delete up to ``limit`` terminal tasks finished over ``older_than_ms`` ago; return their ids."""
-    bounds.AGE_MS.check(older_than_ms, "older_than_ms")
-    bounds.PURGE_LIMIT.check(limit, "limit")
-    _require_status(status, allowed=TERMINAL)
+    validation.check_purge_args(older_than_ms, limit, status)
     _require_texts(queue=queue, name=name)
     return _store().purge(
         older_than_ms=older_than_ms, queue=queue, status=status, name=name, limit=limit

@@ -16,12 +16,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..protocol import bounds
+from ..protocol.validation import TERMINAL_STATUSES
 from ..exceptions import TaskTimeout
 
 if TYPE_CHECKING:
     from ..models import Task
 
-TERMINAL = frozenset({"succeeded", "failed", "canceled"})
+TERMINAL = frozenset(TERMINAL_STATUSES)
 
 DEFAULT_TIMEOUT = 30.0
 DEFAULT_POLL_MS = 100
