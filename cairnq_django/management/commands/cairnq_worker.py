@@ -63,8 +63,8 @@ def _seconds(text: str) -> float:
 
 
 def _queue(text: str) -> str:
-    # What submit refuses (NUL, a lone surrogate -- undecodable bytes on the
-    # command line arrive as one -- over 1024 bytes), and blank names.
+    # What submit refuses (bounds.text_problem; undecodable bytes on the command
+    # line arrive as a lone surrogate), and blank names.
     problem = bounds.text_problem(text)
     if problem is not None:
         raise argparse.ArgumentTypeError(problem)
