@@ -36,7 +36,7 @@ from django.db import connections, transaction
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
-from .protocol import bounds
+from .protocol import bounds, envelopes
 from .protocol.validation import conflict_problem
 
 if TYPE_CHECKING:
@@ -278,7 +278,7 @@ def _run(name: str, ctx: CairnqContext, payload: Any) -> Any:
             code="bad_arguments",
             retryable=False,
             # What Django's own backends report when the call does not fit.
-            details={"exception_class_path": "builtins.TypeError"},
+            details={envelopes.CLASS_PATH_KEY: "builtins.TypeError"},
         ) from exc
     except ValueError:
         pass  # no signature to check (a builtin): let the call decide
@@ -325,9 +325,9 @@ def _finished(backend: Any, result: Any, exc: BaseException | None) -> None:
 
 
 def _error_for(exc: BaseException) -> Any:
-    kind = type(exc)
+    # The whole traceback: this result lives in the process, not in a row.
     return TaskError(
-        exception_class_path=f"{kind.__module__}.{kind.__qualname__}",
+        exception_class_path=envelopes.class_path(exc),
         traceback="".join(traceback.format_exception(exc)),
     )
 
@@ -360,9 +360,7 @@ def exception_class_path(envelope: Mapping[str, Any]) -> str:
     describes (``NoHandler``, ``HandlerTimeout``, ``LeaseExpired``, a custom
     ``TaskError`` type, a TypeScript ``Error``).
     """
-    raw = envelope.get("details")
-    details: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
-    recorded = details.get("exception_class_path")
+    recorded = envelopes.recorded_class_path(envelope)
     if _is_exception_class(recorded):
         return str(recorded)
     kind = envelope.get("type")
@@ -378,12 +376,7 @@ def _errors(row: TaskRow) -> list[Any]:
     errors = []
     envelope: Mapping[str, Any] | None = row.error if isinstance(row.error, Mapping) else None
     if envelope is not None:
-        raw = envelope.get("details")
-        details: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
-        text = details.get("traceback")
-        if not isinstance(text, str) or not text:
-            # No traceback recorded (an outcome the worker decided, another SDK).
-            text = f"{envelope.get('type')}: {envelope.get('message')}"
+        text = envelopes.traceback_or_summary(envelope)
         errors.append(TaskError(exception_class_path=exception_class_path(envelope), traceback=text))
     if row.status == "canceled":
         errors.append(TaskError(exception_class_path=CANCELED_ERROR_PATH, traceback=f"task {row.id} was canceled"))

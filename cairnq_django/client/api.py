@@ -27,6 +27,7 @@ from .wait import TaskRef
 from ..conf import get_config
 from ..exceptions import PayloadTooLarge, SchemaNotInstalled, SerializationError, TaskCanceled, TaskFailed
 from ..store.missing_schema import is_missing_table
+from ..protocol.envelopes import unreadable_error_envelope
 from ..protocol.payload import Undecodable, encode_object
 from ..tasks.unknown import judge, judged
 
@@ -543,13 +544,7 @@ def outcome(task: Task) -> Any:
     if task.status == "failed":
         error = task.error
         if isinstance(error, Undecodable):
-            error = {
-                "type": "BadPayload",
-                "code": "bad_payload",
-                "message": f"the stored error envelope cannot be decoded: {error.reason}",
-                "retryable": False,
-                "details": {},
-            }
+            error = unreadable_error_envelope(error.reason)
         raise TaskFailed(task.id, error)
     raise TaskCanceled(task.id)
 

@@ -23,9 +23,10 @@ from django.db import connections, transaction
 from django.db.models.base import ModelState
 
 from ..protocol import payload as _payload, validation
-from ..exceptions import AlreadyExists, LostLease, SerializationError
+from ..exceptions import AlreadyExists, LostLease
 from ..protocol.ids import task_id as new_task_id, task_ids as new_task_ids
 from ..models import LIVE_STATUSES, Task, TaskStatus
+from ..protocol.envelopes import LEASE_EXPIRED_ERROR, encode_error
 from ..protocol.validation import check_spec as validate_spec
 from .base import ClaimProbe, Draw, Failure, Store, SubmitSpec
 from .sql_files import statement
@@ -34,15 +35,6 @@ T = TypeVar("T")
 
 JSON_COLUMNS = ("payload", "result", "error", "metadata")
 STATUSES = tuple(TaskStatus.values)
-
-# Written by whoever recovers a lease whose task has no attempts left (protocol 3.16).
-LEASE_EXPIRED_ERROR = {
-    "type": "LeaseExpired",
-    "code": "lease_expired",
-    "message": "task lease expired and max attempts reached",
-    "retryable": False,
-    "details": {},
-}
 
 # A claimed Task whose payload stayed in the database carries its size here
 # (``get_payload`` loads it; Django's deferred-field loading as a fallback).
@@ -153,28 +145,6 @@ def task_from_row(alias: str, row: dict[str, Any]) -> Task:
 
 
 _new_task = object.__new__
-
-
-def encode_error(error: dict[str, Any], retryable: bool) -> str:
-    """Encode an error envelope, falling back to the reduced envelope (3.13).
-
-    Text either database would refuse is made storable first, so a failure
-    is always recorded, on both dialects alike.
-    """
-    try:
-        text = _payload.encode(error, what="error envelope")
-        if "\\u0000" not in text and _payload.is_utf8(text):
-            return text
-        return _payload.encode(_payload.make_storable(error), what="error envelope")
-    except SerializationError:
-        reduced = {
-            "type": str(error.get("type", "TaskError")),
-            "code": str(error.get("code", "task_error")),
-            "message": str(error.get("message", "task failed")),
-            "retryable": bool(retryable),
-            "details": {},
-        }
-        return _payload.encode(_payload.make_storable(reduced), what="error envelope")
 
 
 def _test_pause_after_lock() -> None:
