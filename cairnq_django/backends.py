@@ -32,12 +32,12 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from django.core import checks
-from django.db import connections, transaction
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
 from .protocol import bounds, envelopes
 from .protocol.validation import conflict_problem
+from .signals import send_after_commit
 
 if TYPE_CHECKING:
     from .tasks.context import TaskContext as CairnqContext
@@ -551,19 +551,12 @@ class CairnqBackend(BaseTaskBackend):  # type: ignore[misc,valid-type]
         return result
 
     def _announce(self, result: Any) -> None:
-        # Like cairnq's own task_enqueued: a receiver must never hear of a row
-        # that a rollback then erases.
         from .store import get_store
-
-        alias = get_store().alias
 
         def send() -> None:
             task_enqueued.send(sender=type(self), task_result=result)
 
-        if connections[alias].in_atomic_block:
-            transaction.on_commit(send, using=alias, robust=True)
-        else:
-            send()
+        send_after_commit(get_store().alias, send)
 
     # ---- results ----------------------------------------------------------------
     def get_result(self, result_id: str) -> Any:

@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Se
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from asgiref.sync import sync_to_async
-from django.db import DatabaseError, connections, transaction
+from django.db import DatabaseError
 
 from . import wait as _wait, backpressure
 from ..protocol import bounds, validation
@@ -177,14 +177,10 @@ async def _apass_gate(store: Store, specs: Sequence[SubmitSpec]) -> None:
 
 # ---------------------------------------------------------------- signals
 def _announce(store: Store, rows: Sequence[Task]) -> None:
-    """Send ``task_enqueued`` for the rows this call inserted, after the caller's commit if in one.
+    """Send ``task_enqueued`` for the rows this call inserted (``signals.send_after_commit``).
 
     The store marks each returned row ``cairnq_inserted`` (False for an
-    existing row a keyed ``reuse`` found). A receiver is told a task *exists*:
-    it may count it, log it or poke a worker, and all of that is wrong for a
-    row a rollback erases. So inside an atomic block the signal waits for the
-    outermost commit (and is dropped on rollback); outside one the row is
-    already committed and the signal goes now.
+    existing row a keyed ``reuse`` found): only new rows are announced.
     """
     from ..models import Task as TaskModel
 
@@ -198,12 +194,7 @@ def _announce(store: Store, rows: Sequence[Task]) -> None:
         for row in fresh:
             signals.task_enqueued.send(sender=TaskModel, task=row)
 
-    if connections[store.alias].in_atomic_block:
-        # robust: a failing receiver is logged by Django instead of skipping the
-        # caller's other on_commit callbacks after its data is already committed.
-        transaction.on_commit(send, using=store.alias, robust=True)
-    else:
-        send()
+    signals.send_after_commit(store.alias, send)
 
 
 # ---------------------------------------------------------------- submit
