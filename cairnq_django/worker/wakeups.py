@@ -33,6 +33,7 @@ from collections.abc import Callable, Sequence
 
 from django.db import DatabaseError, connections
 
+from ..protocol.backoff import Backoff
 from .wal_watch import WalWatch
 
 logger = logging.getLogger("cairnq_django.worker")
@@ -41,6 +42,10 @@ logger = logging.getLogger("cairnq_django.worker")
 # protocol's literal and takes no parameters, and SQLite has no counterpart,
 # so it is not a per-dialect statement file.
 _LISTEN = "LISTEN cairnq_queued"
+# A refused or lost LISTEN connection is retried after 1 s doubling to 30 s;
+# polling covers the gap meanwhile.
+_RELISTEN_FIRST_S = 1.0
+_RELISTEN_MAX_S = 30.0
 _SLICE = 0.1
 # How often an idle SQLite worker reads its commit counter where it cannot
 # watch the WAL file: pickup waits half of it on average. Each check is a
@@ -257,13 +262,13 @@ class PgWaker(Waker):
         return conn
 
     def _run(self) -> None:
-        delay = 1.0
+        retries = Backoff(_RELISTEN_FIRST_S, _RELISTEN_MAX_S, jitter=False)
         while not self._stop.is_set():
             conn = None
             try:
                 conn = self._connect()
                 self.listening.set()
-                delay = 1.0
+                retries.reset()
                 # Work may have arrived while the listener was down.
                 self.wake()
                 while not self._stop.is_set():
@@ -274,13 +279,13 @@ class PgWaker(Waker):
                 self.listening.clear()
                 if self._stop.is_set():
                     break
+                delay = retries.next_delay()
                 logger.warning(
                     "LISTEN connection failed (%s); polling, retrying in %.0f s",
                     exc,
                     delay,
                 )
                 self._stop.wait(delay)
-                delay = min(30.0, delay * 2)
             finally:
                 if conn is not None:
                     try:
