@@ -35,6 +35,7 @@ from django.core import checks
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
+from .client.submit import submit
 from .protocol import bounds, envelopes
 from .protocol.validation import conflict_problem
 from .signals import send_after_commit
@@ -515,8 +516,6 @@ class CairnqBackend(BaseTaskBackend):  # type: ignore[misc,valid-type]
     # ---- enqueue ---------------------------------------------------------------
     def enqueue(self, task: Any, args: Any, kwargs: Any) -> Any:
         """Insert one cairnq row for this call and return its ``TaskResult`` (READY)."""
-        from .client import api
-
         self.validate_task(task)
         args = normalize_json(list(args))
         kwargs = normalize_json(dict(kwargs))
@@ -535,7 +534,7 @@ class CairnqBackend(BaseTaskBackend):  # type: ignore[misc,valid-type]
         # The backend's own names for what submit would call queue and priority.
         bounds.check_text(task.queue_name, "queue_name")
         bounds.PRIORITY.check(task.priority, "priority")
-        row = api.submit(
+        row = submit(
             task.module_path,
             {"args": args, "kwargs": kwargs},
             queue=task.queue_name,

@@ -166,7 +166,7 @@ def on_schedule(
 
 
 def _validate(schedule: Schedule) -> None:
-    from ..client.api import build_spec
+    from ..client.submit import build_spec
 
     # The same validation as a submit, now rather than at the first tick.
     build_spec(
@@ -285,7 +285,7 @@ def tick(store: Store, now_ms: int | None = None) -> list[Task]:
 def _enqueue_tick(store: Store, schedule: Schedule, due: int) -> Task | None:
     """Advance the marker to ``due`` and submit its task, in one transaction; None if lost."""
     from .. import signals
-    from ..client.api import build_spec
+    from ..client.submit import build_spec
     from ..exceptions import AlreadyExists
     from ..models import ProtocolMeta
     from ..models import Task as TaskModel
