@@ -12,8 +12,7 @@ from collections.abc import Sequence
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-from .client.wait import TaskRef
-from .client.api import (
+from .client.async_api import (
     acall,
     acancel,
     acancel_by_key,
@@ -30,7 +29,9 @@ from .client.api import (
     asubmit_many,
     await_task,
     await_task_by_key,
-    call,
+)
+from .client.async_api import alist_tasks as alist
+from .client.queries import (
     cancel,
     cancel_by_key,
     get,
@@ -42,13 +43,10 @@ from .client.api import (
     retry,
     retry_by_key,
     stats,
-    submit,
-    submit_many,
-    wait,
-    wait_by_key,
 )
-from .client.api import alist_tasks as alist
-from .client.api import list_tasks as list
+from .client.queries import list_tasks as list
+from .client.submit import submit, submit_many
+from .client.wait import TaskRef, call, wait, wait_by_key
 from .exceptions import (
     AlreadyExists,
     CairnQError,

@@ -32,12 +32,13 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from django.core import checks
-from django.db import connections, transaction
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
-from .protocol import bounds
-from .client.api import CONFLICTS
+from .client.submit import submit
+from .protocol import bounds, envelopes
+from .protocol.validation import conflict_problem
+from .signals import send_after_commit
 
 if TYPE_CHECKING:
     from .tasks.context import TaskContext as CairnqContext
@@ -179,8 +180,9 @@ def _validate_options(task: Any) -> None:
     key = options["key"]
     if key is not None and not callable(key) and (not isinstance(key, str) or not key):
         raise InvalidTask(f"key must be a non-empty string or a callable, got {key!r}")
-    if options["conflict"] not in CONFLICTS:
-        raise InvalidTask(f"conflict must be one of {', '.join(CONFLICTS)}; got {options['conflict']!r}")
+    problem = conflict_problem(options["conflict"])
+    if problem is not None:
+        raise InvalidTask(problem)
 
 
 # ---------------------------------------------------------------- handler registry
@@ -277,7 +279,7 @@ def _run(name: str, ctx: CairnqContext, payload: Any) -> Any:
             code="bad_arguments",
             retryable=False,
             # What Django's own backends report when the call does not fit.
-            details={"exception_class_path": "builtins.TypeError"},
+            details={envelopes.CLASS_PATH_KEY: "builtins.TypeError"},
         ) from exc
     except ValueError:
         pass  # no signature to check (a builtin): let the call decide
@@ -324,9 +326,9 @@ def _finished(backend: Any, result: Any, exc: BaseException | None) -> None:
 
 
 def _error_for(exc: BaseException) -> Any:
-    kind = type(exc)
+    # The whole traceback: this result lives in the process, not in a row.
     return TaskError(
-        exception_class_path=f"{kind.__module__}.{kind.__qualname__}",
+        exception_class_path=envelopes.class_path(exc),
         traceback="".join(traceback.format_exception(exc)),
     )
 
@@ -359,9 +361,7 @@ def exception_class_path(envelope: Mapping[str, Any]) -> str:
     describes (``NoHandler``, ``HandlerTimeout``, ``LeaseExpired``, a custom
     ``TaskError`` type, a TypeScript ``Error``).
     """
-    raw = envelope.get("details")
-    details: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
-    recorded = details.get("exception_class_path")
+    recorded = envelopes.recorded_class_path(envelope)
     if _is_exception_class(recorded):
         return str(recorded)
     kind = envelope.get("type")
@@ -377,12 +377,7 @@ def _errors(row: TaskRow) -> list[Any]:
     errors = []
     envelope: Mapping[str, Any] | None = row.error if isinstance(row.error, Mapping) else None
     if envelope is not None:
-        raw = envelope.get("details")
-        details: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
-        text = details.get("traceback")
-        if not isinstance(text, str) or not text:
-            # No traceback recorded (an outcome the worker decided, another SDK).
-            text = f"{envelope.get('type')}: {envelope.get('message')}"
+        text = envelopes.traceback_or_summary(envelope)
         errors.append(TaskError(exception_class_path=exception_class_path(envelope), traceback=text))
     if row.status == "canceled":
         errors.append(TaskError(exception_class_path=CANCELED_ERROR_PATH, traceback=f"task {row.id} was canceled"))
@@ -521,8 +516,6 @@ class CairnqBackend(BaseTaskBackend):  # type: ignore[misc,valid-type]
     # ---- enqueue ---------------------------------------------------------------
     def enqueue(self, task: Any, args: Any, kwargs: Any) -> Any:
         """Insert one cairnq row for this call and return its ``TaskResult`` (READY)."""
-        from .client import api
-
         self.validate_task(task)
         args = normalize_json(list(args))
         kwargs = normalize_json(dict(kwargs))
@@ -541,7 +534,7 @@ class CairnqBackend(BaseTaskBackend):  # type: ignore[misc,valid-type]
         # The backend's own names for what submit would call queue and priority.
         bounds.check_text(task.queue_name, "queue_name")
         bounds.PRIORITY.check(task.priority, "priority")
-        row = api.submit(
+        row = submit(
             task.module_path,
             {"args": args, "kwargs": kwargs},
             queue=task.queue_name,
@@ -557,19 +550,12 @@ class CairnqBackend(BaseTaskBackend):  # type: ignore[misc,valid-type]
         return result
 
     def _announce(self, result: Any) -> None:
-        # Like cairnq's own task_enqueued: a receiver must never hear of a row
-        # that a rollback then erases.
         from .store import get_store
-
-        alias = get_store().alias
 
         def send() -> None:
             task_enqueued.send(sender=type(self), task_result=result)
 
-        if connections[alias].in_atomic_block:
-            transaction.on_commit(send, using=alias, robust=True)
-        else:
-            send()
+        send_after_commit(get_store().alias, send)
 
     # ---- results ----------------------------------------------------------------
     def get_result(self, result_id: str) -> Any:

@@ -1,4 +1,4 @@
-"""Signals sent by the store and the worker, and the receivers that log them.
+"""Signals sent by the client and the worker, the rule for when an enqueue is told, and the receivers that log them.
 
 Receivers get plain keyword arguments so metrics code needs no imports from
 cairnq_django internals.
@@ -7,8 +7,10 @@ cairnq_django internals.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
+from django.db import connections, transaction
 from django.dispatch import Signal, receiver
 
 logger = logging.getLogger("cairnq_django.worker")
@@ -21,6 +23,23 @@ task_started = Signal()
 task_finished = Signal()
 # sender=Task model; task_id, name, attempt, worker_id.
 task_lease_lost = Signal()
+
+
+def send_after_commit(alias: str, send: Callable[[], None]) -> None:
+    """Call ``send`` once the rows it tells of are committed on ``alias``.
+
+    An enqueue signal tells a receiver a task *exists*: it may count it, log
+    it or poke a worker, all wrong for a row a rollback erases. So inside an
+    atomic block ``send`` waits for the outermost commit (and is dropped on
+    rollback); outside one the rows are already committed and it runs now.
+    Both cairnq's ``task_enqueued`` and the ``django.tasks`` one are sent so.
+    """
+    if connections[alias].in_atomic_block:
+        # robust: a failing receiver is logged by Django instead of skipping the
+        # caller's other on_commit callbacks after its data is already committed.
+        transaction.on_commit(send, using=alias, robust=True)
+    else:
+        send()
 
 
 @receiver(task_lease_lost)

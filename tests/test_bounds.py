@@ -26,7 +26,7 @@ from django.test import override_settings
 from django.utils import timezone
 
 import cairnq_django as cq
-from cairnq_django.client import api
+from cairnq_django.client.submit import build_spec
 from cairnq_django.protocol import bounds
 from cairnq_django.tasks.context import TaskContext
 from cairnq_django.exceptions import SerializationError
@@ -110,7 +110,7 @@ def test_submit_many_checks_shared_options_and_each_item(cairnq_db: Any) -> None
 
 
 def test_a_hand_built_spec_meets_the_same_rule_in_the_store(store: Any) -> None:
-    spec = api.build_spec("bounds.x", {})
+    spec = build_spec("bounds.x", {})
     fields = {**spec.__dict__, "priority": INT4_MAX + 1}
     refused_inside_atomic(lambda: store.submit(SubmitSpec(**fields)), "priority")
     fields = {**spec.__dict__, "delay_ms": MAX_DELAY + 1}

@@ -131,7 +131,7 @@ def test_graph_sees_the_package() -> None:
     assert f"{ROOT}.worker.loop" in graph and f"{ROOT}.tasks.registry" in graph
     # A known edge, so a broken resolver cannot pass the cycle test by finding nothing.
     assert f"{ROOT}.conf" in graph[f"{ROOT}.store"]
-    assert f"{ROOT}.client.api" in graph[ROOT]
+    assert f"{ROOT}.client.submit" in graph[ROOT]
 
 
 def test_no_import_cycle() -> None:

@@ -7,10 +7,11 @@ Each process keeps, per (database alias, queue), a *grant*: submits it may make
 without asking the database. When the grant is spent one caller probes
 ``store.queue_depth(queue, limit)`` and the grant becomes ``min(headroom, 64)``;
 callers that arrive while that probe is in flight wait for its answer instead of
-probing again. With no headroom a caller re-probes with a backoff of 250 ms
-doubling to 5 s, and raises ``QueueFull`` once it has waited
-``MAX_QUEUE_WAIT_MS``. The limit is soft: N processes may overshoot it by up to
-(N - 1) x 64, because each spends its own grant without asking.
+probing again. With no headroom a caller re-probes with a backoff
+(``FIRST_BACKOFF_MS`` doubling to ``MAX_BACKOFF_MS``), and raises
+``QueueFull`` once it has waited ``MAX_QUEUE_WAIT_MS``. The limit is soft: N
+processes may overshoot it by up to (N - 1) x 64, because each spends its own
+grant without asking.
 
 The state is guarded by one ``threading.Lock`` that is never held across a
 query or a sleep, so sync callers on many threads and async callers on an event
@@ -32,9 +33,11 @@ from django.core.signals import setting_changed
 from django.dispatch import receiver
 
 from ..protocol import bounds
+from ..protocol.backoff import capped_doubling
 from ..exceptions import QueueFull
 
 MAX_GRANT = 64
+# A full queue is probed again after 250 ms doubling to 5 s.
 FIRST_BACKOFF_MS = 250
 MAX_BACKOFF_MS = 5_000
 
@@ -140,7 +143,7 @@ class Gate:
         """Take one unit of headroom for ``queue``, blocking (sleeping) while it is full."""
         key = (alias, queue)
         started = time.monotonic()
-        backoff_ms = FIRST_BACKOFF_MS
+        waits = 0
         while True:
             action, fut = self._step(key)
             if action == "take":
@@ -159,9 +162,9 @@ class Gate:
                     continue
             if self._has_grant(key):
                 continue
-            sleep_ms = self._sleep_or_raise(queue, started, max_wait_ms, backoff_ms)
+            waits += 1
+            sleep_ms = self._sleep_or_raise(queue, started, max_wait_ms, waits)
             time.sleep(sleep_ms / 1000)
-            backoff_ms = min(backoff_ms * 2, MAX_BACKOFF_MS)
 
     async def aacquire(
         self,
@@ -174,7 +177,7 @@ class Gate:
         """Do what ``acquire`` does, sleeping with ``asyncio.sleep``."""
         key = (alias, queue)
         started = time.monotonic()
-        backoff_ms = FIRST_BACKOFF_MS
+        waits = 0
         while True:
             action, fut = self._step(key)
             if action == "take":
@@ -197,9 +200,9 @@ class Gate:
                     continue
             if self._has_grant(key):
                 continue
-            sleep_ms = self._sleep_or_raise(queue, started, max_wait_ms, backoff_ms)
+            waits += 1
+            sleep_ms = self._sleep_or_raise(queue, started, max_wait_ms, waits)
             await asyncio.sleep(sleep_ms / 1000)
-            backoff_ms = min(backoff_ms * 2, MAX_BACKOFF_MS)
 
     def _has_grant(self, key: tuple[str, str]) -> bool:
         with self._lock:
@@ -207,11 +210,12 @@ class Gate:
             return bool(state and state.grant > 0)
 
     @staticmethod
-    def _sleep_or_raise(queue: str, started: float, max_wait_ms: int, backoff_ms: int) -> int:
+    def _sleep_or_raise(queue: str, started: float, max_wait_ms: int, waits: int) -> int:
+        """How long the ``waits``-th sleep lasts, cut at the deadline; ``QueueFull`` once it passed."""
         waited_ms = int((time.monotonic() - started) * 1000)
         if waited_ms >= max_wait_ms:
             raise QueueFull(queue, waited_ms)
-        return min(backoff_ms, max_wait_ms - waited_ms)
+        return min(capped_doubling(waits, FIRST_BACKOFF_MS, MAX_BACKOFF_MS), max_wait_ms - waited_ms)
 
 
 gate = Gate()

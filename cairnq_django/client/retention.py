@@ -21,7 +21,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from ..protocol import bounds
 from ..conf import get_config
-from ..models import TERMINAL_STATUSES
+from ..protocol.validation import TERMINAL_STATUSES
 
 if TYPE_CHECKING:
     from ..store.base import Store

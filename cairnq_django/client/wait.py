@@ -1,27 +1,33 @@
-"""Poll a task until it is terminal (protocol 3.18), in a sync and an async form.
+"""Wait for a task to be terminal (protocol 3.18): ``wait``, ``wait_by_key``, ``call``, ``outcome``.
 
-Both forms share one decision function, so the blocking ``wait`` and the
-event-loop friendly ``await_task`` cannot drift apart: they differ only in how
-they probe (a direct call vs. ``sync_to_async``) and how they sleep
-(``time.sleep`` vs. ``asyncio.sleep``).
+The poll's decisions (when to read the whole row, how long to sleep, when to
+give up) live in ``Poller``, which the async twins in ``client/async_api.py``
+share, so the blocking ``wait`` and the event-loop friendly ``await_task``
+cannot drift apart: they differ only in how they probe (a direct call vs.
+``sync_to_async``) and how they sleep (``time.sleep`` vs. ``asyncio.sleep``).
 """
 
 from __future__ import annotations
 
-import asyncio
 import math
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from ..exceptions import SerializationError, TaskCanceled, TaskFailed, TaskTimeout
 from ..protocol import bounds
-from ..exceptions import TaskTimeout
+from ..protocol.envelopes import unreadable_error_envelope
+from ..protocol.payload import Undecodable
+from ..protocol.validation import TERMINAL_STATUSES
+from ..store import get_store
+from .schema_guard import needs_schema
+from .submit import submit
 
 if TYPE_CHECKING:
     from ..models import Task
 
-TERMINAL = frozenset({"succeeded", "failed", "canceled"})
+TERMINAL = frozenset(TERMINAL_STATUSES)
 
 DEFAULT_TIMEOUT = 30.0
 DEFAULT_POLL_MS = 100
@@ -37,6 +43,11 @@ class TaskRef(NamedTuple):
     @property
     def is_terminal(self) -> bool:
         return self.status in TERMINAL
+
+
+def task_ref(answer: tuple[str, str] | None) -> TaskRef | None:
+    """The store's ``(id, status)`` answer as a ``TaskRef`` (None stays None)."""
+    return None if answer is None else TaskRef(*answer)
 
 
 def next_interval(current_ms: int, max_ms: int) -> int:
@@ -56,7 +67,7 @@ def validate(timeout: float | None, poll_ms: int, max_poll_ms: int) -> None:
 
 
 @dataclass
-class _Poller:
+class Poller:
     """The state of one wait: its deadline, next interval and subject."""
 
     subject_id: str | None
@@ -98,7 +109,7 @@ def poll(
 ) -> Task:
     """Block until ``probe`` reports a terminal task whose full row ``read`` confirms."""
     validate(timeout, poll_ms, max_poll_ms)
-    state = _Poller(subject_id, key, timeout, poll_ms, max_poll_ms)
+    state = Poller(subject_id, key, timeout, poll_ms, max_poll_ms)
     while True:
         ref = probe()
         remaining = state.remaining()
@@ -111,25 +122,98 @@ def poll(
         time.sleep(state.next_sleep(remaining))
 
 
-async def apoll(
-    probe: Callable[[], Awaitable[TaskRef | None]],
-    read: Callable[[], Awaitable[Task | None]],
+@needs_schema
+def wait(
+    task_id: str,
     *,
-    subject_id: str | None,
-    key: str | None,
-    timeout: float | None,
-    poll_ms: int,
-    max_poll_ms: int,
+    timeout: float | None = DEFAULT_TIMEOUT,
+    poll_ms: int = DEFAULT_POLL_MS,
+    max_poll_ms: int = DEFAULT_MAX_POLL_MS,
 ) -> Task:
-    """Await the same condition as ``poll`` without ever blocking the event loop."""
+    """Block until the task is terminal and return it (any terminal status).
+
+    ``timeout`` is in seconds (None waits forever). On the deadline raises
+    ``TaskTimeout`` (with ``task_id`` and a ``snapshot`` of the row); the task
+    itself is not touched and keeps running.
+    """
+    bounds.check_text(task_id, "task_id")
+    store = get_store()
+    return poll(
+        lambda: task_ref(store.get_status(task_id)),
+        lambda: store.get(task_id),
+        subject_id=task_id,
+        key=None,
+        timeout=timeout,
+        poll_ms=poll_ms,
+        max_poll_ms=max_poll_ms,
+    )
+
+
+@needs_schema
+def wait_by_key(
+    key: str,
+    *,
+    timeout: float | None = DEFAULT_TIMEOUT,
+    poll_ms: int = DEFAULT_POLL_MS,
+    max_poll_ms: int = DEFAULT_MAX_POLL_MS,
+) -> Task:
+    """Wait for whatever task the key points at; re-resolved on every poll.
+
+    A key that names nothing yet is simply not finished, and a ``replace``
+    during the wait moves the wait onto the new task.
+    """
+    bounds.check_text(key, "key")
+    store = get_store()
+    return poll(
+        lambda: task_ref(store.get_status_by_key(key)),
+        lambda: store.get_by_key(key),
+        subject_id=None,
+        key=key,
+        timeout=timeout,
+        poll_ms=poll_ms,
+        max_poll_ms=max_poll_ms,
+    )
+
+
+def outcome(task: Task) -> Any:
+    """Return a terminal task's result, or raise ``TaskFailed`` / ``TaskCanceled``.
+
+    A stored result Python cannot decode (another writer's row) raises
+    ``SerializationError``; an undecodable error envelope is reported as a
+    ``TaskFailed`` with code ``bad_payload``. Either way the raw text stays
+    readable on ``task.result`` / ``task.error`` (a ``payload.Undecodable``).
+    """
+    if task.status == "succeeded":
+        if isinstance(task.result, Undecodable):
+            raise SerializationError(
+                f"task {task.id} succeeded but its stored result cannot be decoded: {task.result.reason}"
+            )
+        return task.result
+    if task.status == "failed":
+        error = task.error
+        if isinstance(error, Undecodable):
+            error = unreadable_error_envelope(error.reason)
+        raise TaskFailed(task.id, error)
+    raise TaskCanceled(task.id)
+
+
+def call(
+    name: str,
+    payload: dict[str, Any] | None = None,
+    *,
+    timeout: float | None = DEFAULT_TIMEOUT,
+    poll_ms: int = DEFAULT_POLL_MS,
+    max_poll_ms: int = DEFAULT_MAX_POLL_MS,
+    **options: Any,
+) -> Any:
+    """Submit a task, wait for it and return its result.
+
+    Raises ``TaskFailed`` (envelope members as attributes), ``TaskCanceled``
+    or ``TaskTimeout``; after a timeout the task keeps running and
+    ``wait(exc.task_id)`` picks the wait up again. Do not call this inside
+    ``transaction.atomic()``: no worker can see the task before the commit.
+    """
     validate(timeout, poll_ms, max_poll_ms)
-    state = _Poller(subject_id, key, timeout, poll_ms, max_poll_ms)
-    while True:
-        ref = await probe()
-        remaining = state.remaining()
-        row = await read() if state.wants_read(ref, remaining) else None
-        if row is not None and row.is_terminal:
-            return row
-        if remaining <= 0:
-            raise state.timeout_error(ref, row)
-        await asyncio.sleep(state.next_sleep(remaining))
+    task = submit(name, payload, **options)
+    final = wait(task.id, timeout=timeout, poll_ms=poll_ms, max_poll_ms=max_poll_ms)
+    return outcome(final)

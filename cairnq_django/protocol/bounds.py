@@ -122,11 +122,11 @@ def storable_problem(value: Any) -> str | None:
     return None
 
 
-def text_problem(value: Any, max_bytes: int = MAX_TEXT_BYTES) -> str | None:
+def text_problem(value: Any) -> str | None:
     """Say what is wrong with a name-like argument, or None when either database can store it.
 
     Non-empty, no NUL (PostgreSQL text cannot hold it), no lone surrogate
-    (not UTF-8: neither database can store it), at most ``max_bytes`` of UTF-8.
+    (not UTF-8: neither database can store it), at most ``MAX_TEXT_BYTES`` of UTF-8.
     """
     if not isinstance(value, str) or not value:
         return f"must be a non-empty string, got {_short(value)}"
@@ -140,8 +140,8 @@ def text_problem(value: Any, max_bytes: int = MAX_TEXT_BYTES) -> str | None:
             size = len(value.encode("utf-8"))
         except UnicodeEncodeError:
             return f"must not contain a lone surrogate (not UTF-8), got {value[:80]!r}"
-    if size > max_bytes:
-        return f"must be at most {max_bytes} bytes of UTF-8, got {size} bytes starting {value[:40]!r}"
+    if size > MAX_TEXT_BYTES:
+        return f"must be at most {MAX_TEXT_BYTES} bytes of UTF-8, got {size} bytes starting {value[:40]!r}"
     return None
 
 

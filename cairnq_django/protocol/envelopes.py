@@ -1,11 +1,18 @@
-"""Build the error envelopes the worker writes (protocol 3.16), in one place."""
+"""Build, encode and read error envelopes (protocol 3.13, 3.16), in one place.
+
+Every envelope the package writes is built here (the worker's outcomes, the
+lease recovery's, the reduced fallback), and every reader of a stored one
+(``outcome``, the ``django.tasks`` results) reads its members through here.
+"""
 
 from __future__ import annotations
 
 import traceback
+from collections.abc import Mapping
 from typing import Any
 
-from ..exceptions import TaskError
+from ..exceptions import SerializationError, TaskError
+from . import payload as _payload
 from .payload import Undecodable, make_storable
 
 # Exception text can be arbitrarily large (a 10 MB message, a repr of a huge
@@ -37,6 +44,11 @@ def envelope(
         "retryable": retryable,
         "details": details or {},
     }
+
+
+# The ``details`` keys a raised exception adds (read back by the django.tasks bridge).
+CLASS_PATH_KEY = "exception_class_path"
+TRACEBACK_KEY = "traceback"
 
 
 def _text(exc: BaseException) -> str:
@@ -71,13 +83,15 @@ def traceback_text(exc: BaseException) -> str:
     return head + TRACEBACK_CUT_MARK.format(dropped=dropped) + tail
 
 
+def class_path(exc: BaseException) -> str:
+    """The dotted path of the exception's class, as ``details`` records it."""
+    kind = type(exc)
+    return f"{kind.__module__}.{kind.__qualname__}"
+
+
 def exception_details(exc: BaseException) -> dict[str, Any]:
     """The ``details`` a raised exception adds: its class path and its traceback."""
-    kind = type(exc)
-    return {
-        "exception_class_path": f"{kind.__module__}.{kind.__qualname__}",
-        "traceback": traceback_text(exc),
-    }
+    return {CLASS_PATH_KEY: class_path(exc), TRACEBACK_KEY: traceback_text(exc)}
 
 
 def exception_envelope(exc: BaseException, *, retryable: bool = True) -> dict[str, Any]:
@@ -174,3 +188,67 @@ def undecodable_envelope(task: Any) -> dict[str, Any] | None:
                 retryable=False,
             )
     return None
+
+
+# Written by whoever recovers a lease whose task has no attempts left (protocol 3.16).
+LEASE_EXPIRED_ERROR = envelope(
+    type="LeaseExpired",
+    code="lease_expired",
+    message="task lease expired and max attempts reached",
+    retryable=False,
+)
+
+
+def unreadable_error_envelope(reason: str) -> dict[str, Any]:
+    """What a stored error envelope Python cannot decode reads as (``bad_payload``)."""
+    return envelope(
+        type="BadPayload",
+        code="bad_payload",
+        message=f"the stored error envelope cannot be decoded: {reason}",
+        retryable=False,
+    )
+
+
+def encode_error(error: dict[str, Any], retryable: bool) -> str:
+    """Encode an error envelope, falling back to the reduced envelope (3.13).
+
+    Text either database would refuse is made storable first, so a failure
+    is always recorded, on both dialects alike.
+    """
+    try:
+        text = _payload.encode(error, what="error envelope")
+        if "\\u0000" not in text and _payload.is_utf8(text):
+            return text
+        return _payload.encode(make_storable(error), what="error envelope")
+    except SerializationError:
+        reduced = envelope(
+            type=str(error.get("type", "TaskError")),
+            code=str(error.get("code", "task_error")),
+            message=str(error.get("message", "task failed")),
+            retryable=bool(retryable),
+        )
+        return _payload.encode(make_storable(reduced), what="error envelope")
+
+
+# ---------------------------------------------------------------- reading
+def details_of(stored: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A stored envelope's ``details``, or an empty mapping where another writer put something else."""
+    details = stored.get("details")
+    return details if isinstance(details, Mapping) else {}
+
+
+def recorded_class_path(stored: Mapping[str, Any]) -> Any:
+    """The exception class path the writer recorded, if any (not checked: any JSON value)."""
+    return details_of(stored).get(CLASS_PATH_KEY)
+
+
+def traceback_or_summary(stored: Mapping[str, Any]) -> str:
+    """The recorded traceback, or ``"Type: message"`` when none was recorded.
+
+    An outcome the worker decided (a timeout, no handler) or another SDK's
+    failure carries no traceback.
+    """
+    text = details_of(stored).get(TRACEBACK_KEY)
+    if isinstance(text, str) and text:
+        return text
+    return f"{stored.get('type')}: {stored.get('message')}"

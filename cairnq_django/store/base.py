@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from ..models import Task
 
-CONFLICT_STRATEGIES = ("reuse", "reuse-succeeded", "reject", "replace")
+from ..protocol.validation import CONFLICT_STRATEGIES as CONFLICT_STRATEGIES  # re-exported
 
 
 @dataclass(frozen=True)

@@ -19,12 +19,14 @@ from typing import Any, TypeVar
 
 from django.db import connections, transaction
 
-from ..protocol import bounds, payload as _payload
-from ..exceptions import AlreadyExists, LostLease, SerializationError
+from ..protocol import payload as _payload, validation
+from ..exceptions import AlreadyExists, LostLease
 from ..protocol.ids import task_id as new_task_id, task_ids as new_task_ids
-from ..models import LIVE_STATUSES, TERMINAL_STATUSES, Task, TaskStatus
+from ..models import LIVE_STATUSES, Task, TaskStatus
+from ..protocol.envelopes import LEASE_EXPIRED_ERROR, encode_error
+from ..protocol.validation import check_spec as validate_spec
 from . import claim
-from .base import CONFLICT_STRATEGIES, Failure, Store, SubmitSpec
+from .base import Failure, Store, SubmitSpec
 from .rows import decode_rows, defer_large_payloads, task_from_row
 from .sql_files import statement
 
@@ -32,14 +34,6 @@ T = TypeVar("T")
 
 STATUSES = tuple(TaskStatus.values)
 
-# Written by whoever recovers a lease whose task has no attempts left (protocol 3.16).
-LEASE_EXPIRED_ERROR = {
-    "type": "LeaseExpired",
-    "code": "lease_expired",
-    "message": "task lease expired and max attempts reached",
-    "retryable": False,
-    "details": {},
-}
 
 # Result column names per (dialect, statement file), filled on first use.
 _COLUMNS: dict[tuple[str, str], builtins.list[str]] = {}
@@ -63,39 +57,6 @@ _FRESH_ROW: dict[str, Any] = {
 INSERT_CHUNK = 500
 
 
-def encode_error(error: dict[str, Any], retryable: bool) -> str:
-    """Encode an error envelope, falling back to the reduced envelope (3.13).
-
-    Text either database would refuse is made storable first, so a failure
-    is always recorded, on both dialects alike.
-    """
-    try:
-        text = _payload.encode(error, what="error envelope")
-        if "\\u0000" not in text and _payload.is_utf8(text):
-            return text
-        return _payload.encode(_payload.make_storable(error), what="error envelope")
-    except SerializationError:
-        reduced = {
-            "type": str(error.get("type", "TaskError")),
-            "code": str(error.get("code", "task_error")),
-            "message": str(error.get("message", "task failed")),
-            "retryable": bool(retryable),
-            "details": {},
-        }
-        return _payload.encode(_payload.make_storable(reduced), what="error envelope")
-
-
-def validate_spec(spec: SubmitSpec) -> None:
-    """Apply the protocol's submit validation (3.1), in its order."""
-    if spec.conflict not in CONFLICT_STRATEGIES:
-        raise ValueError(
-            f"conflict must be one of {', '.join(CONFLICT_STRATEGIES)}, not {spec.conflict!r}"
-        )
-    # The same ranges the API applies (``bounds``): a spec built by hand must
-    # not reach the database with a value one dialect stores and the other refuses.
-    bounds.MAX_ATTEMPTS.check(spec.max_attempts, "max_attempts")
-    bounds.DELAY_MS.check(spec.delay_ms, "delay_ms")
-    bounds.PRIORITY.check(spec.priority, "priority")
 
 
 @contextlib.contextmanager
@@ -387,12 +348,7 @@ class SQLStore(Store):
         limit: int = 100,
         offset: int = 0,
     ) -> builtins.list[Task]:
-        if status is not None and status not in STATUSES:
-            raise ValueError(f"status must be one of {', '.join(STATUSES)}, not {status!r}")
-        if not isinstance(limit, int) or limit < 0:
-            raise ValueError(f"limit must be an integer >= 0, not {limit!r}")
-        if not isinstance(offset, int) or offset < 0:
-            raise ValueError(f"offset must be an integer >= 0, not {offset!r}")
+        validation.check_list_args(status, limit, offset)
         return self._tasks(
             "list",
             {
@@ -416,8 +372,7 @@ class SQLStore(Store):
         return out
 
     def queue_depth(self, queue: str, max_depth: int) -> int:
-        if not isinstance(max_depth, int) or max_depth < 0:
-            raise ValueError(f"max_depth must be an integer >= 0, not {max_depth!r}")
+        validation.check_max_depth(max_depth)
         rows = self._rows("queue_depth", {"queue": queue, "max_depth": max_depth})
         return max(0, int(rows[0]["headroom"]))
 
@@ -468,14 +423,7 @@ class SQLStore(Store):
         name: str | None = None,
         limit: int = 1000,
     ) -> builtins.list[str]:
-        if not isinstance(older_than_ms, int) or older_than_ms < 0:
-            raise ValueError(f"older_than_ms must be an integer >= 0, not {older_than_ms!r}")
-        if not isinstance(limit, int) or limit < 1:
-            raise ValueError(f"limit must be an integer >= 1, not {limit!r}")
-        if status is not None and status not in TERMINAL_STATUSES:
-            raise ValueError(
-                f"status must be a terminal status ({', '.join(TERMINAL_STATUSES)}), not {status!r}"
-            )
+        validation.check_purge_args(older_than_ms, limit, status)
         params = {
             "older_than_ms": older_than_ms,
             "queue": queue,

@@ -450,19 +450,19 @@ class TaskContext:
         attempt's retry would create the same children again.
         """
         self._require_lease()
-        from ..client import api
+        from ..client.submit import submit
 
         options.setdefault("parent_id", self.task_id)
         options.setdefault("root_id", self.root_id or self.task_id)
         options.setdefault("correlation_id", self.correlation_id)
         # A ``TaskDefinition`` may stand in for its name.
-        return api.submit(getattr(name, "name", name), payload, **options)
+        return submit(getattr(name, "name", name), payload, **options)
 
     def wait(self, task_id: str, **options: Any) -> Task:
         """Wait for another task to finish (protocol 3.18)."""
-        from ..client import api
+        from ..client.wait import wait
 
-        return api.wait(task_id, **options)
+        return wait(task_id, **options)
 
     # ---- async twins ---------------------------------------------------------
     async def _in_thread(self, fn: Callable[[], Any]) -> Any:

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 from django.db import IntegrityError, transaction
 
 from .. import signals
-from ..client.api import build_spec
+from ..client.submit import build_spec
 from ..conf import get_config
 from ..exceptions import AlreadyExists
 from ..protocol.cron import Cron, CronError, parse

@@ -165,19 +165,19 @@ class TaskDefinition:
 
     def submit(self, payload: Any = None, **options: Any) -> Any:
         """Submit a task for this handler; the decorator's queue/priority/max_attempts are defaults."""
-        from ..client import api  # the client imports the registry (unknown-task rule)
+        from ..client.submit import submit  # the client imports the registry (unknown-task rule)
 
-        return api.submit(self.name, payload, **self._options(options))
+        return submit(self.name, payload, **self._options(options))
 
     def call(
         self, payload: Any = None, *, timeout: float | None = None, **options: Any
     ) -> Any:
         """Submit and wait; return the result or raise ``TaskFailed``/``TaskCanceled``/``TaskTimeout``."""
-        from ..client import api  # the client imports the registry (unknown-task rule)
+        from ..client.wait import call  # the client imports the registry (unknown-task rule)
 
         if timeout is not None:
             options["timeout"] = timeout
-        return api.call(self.name, payload, **self._options(options))
+        return call(self.name, payload, **self._options(options))
 
     async def asubmit(self, payload: Any = None, **options: Any) -> Any:
         return await sync_to_async(self.submit, thread_sensitive=True)(

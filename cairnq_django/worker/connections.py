@@ -9,10 +9,10 @@ operators and fault tests can find them in ``pg_stat_activity``.
 from __future__ import annotations
 
 import logging
-import random
-import time
 
 from django.db import close_old_connections, connections
+
+from ..protocol import backoff
 
 logger = logging.getLogger("cairnq_django.worker")
 
@@ -96,25 +96,8 @@ def handler_thread_reset() -> None:
     close_old_connections()
 
 
-class Backoff:
-    """Capped, jittered delay for retrying a database that went away."""
+class Backoff(backoff.Backoff):
+    """Capped, jittered delay for retrying a database that went away (0.25 s doubling to 5 s by default)."""
 
     def __init__(self, first: float = 0.25, cap: float = 5.0) -> None:
-        self.first = first
-        self.cap = cap
-        self.failures = 0
-        self.since: float | None = None
-
-    def next_delay(self) -> float:
-        self.failures += 1
-        if self.since is None:
-            self.since = time.monotonic()
-        window = min(self.cap, self.first * (2 ** (self.failures - 1)))
-        return window / 2 + random.random() * window / 2
-
-    def reset(self) -> bool:
-        """Forget past failures; return True if there were any (an outage ended)."""
-        had = self.failures > 0
-        self.failures = 0
-        self.since = None
-        return had
+        super().__init__(first, cap, jitter=True)

@@ -2,23 +2,20 @@
 
 PostgreSQL: one dedicated connection LISTENs on ``cairnq_queued`` and wakes the
 loop only for a payload naming one of the worker's queues. A refused or lost
-LISTEN connection is retried with backoff (1 s doubling to 30 s); polling
-stays the fallback throughout and never depends on it.
+LISTEN connection is retried with backoff; polling stays the fallback
+throughout and never depends on it.
 
 SQLite has no push channel. Its connections keep a counter that moves when
 another connection commits (``PRAGMA data_version``, a read of the shared WAL
 index, no disk access), and that counter decides. On Linux the wait sleeps
 until the kernel reports a write to the ``-wal`` file (inotify, see
-wal_watch.py), so an idle worker costs nothing between commits and notices
-one within a millisecond or two. A write is not yet a visible commit (the
-writer flushes, then publishes it in the WAL index), so after a write the
-counter is read again at growing intervals until it moves. Elsewhere the
-wait reads the counter every few milliseconds instead. Either way it probes
-the database only when the counter moves or the poll interval ends.
-Watching the file alone, without the counter, missed about one pickup in
-thirty: a check landing between the write and the publication woke the
-loop, whose probe found nothing yet and whose next wait started after the
-write, so the task waited for the poll interval.
+wal_watch.py), so an idle worker costs nothing between commits. A write is
+not yet a visible commit (the writer flushes, then publishes it in the WAL
+index), so after a write the counter is read again at growing intervals
+until it moves: a probe woken by the write alone could find nothing yet and
+leave the task to the poll interval. Elsewhere the wait reads the counter
+every few milliseconds instead. Either way it probes the database only when
+the counter moves or the poll interval ends.
 """
 
 from __future__ import annotations
@@ -33,6 +30,7 @@ from collections.abc import Callable, Sequence
 
 from django.db import DatabaseError, connections
 
+from ..protocol.backoff import Backoff
 from .wal_watch import WalWatch
 
 logger = logging.getLogger("cairnq_django.worker")
@@ -41,18 +39,18 @@ logger = logging.getLogger("cairnq_django.worker")
 # protocol's literal and takes no parameters, and SQLite has no counterpart,
 # so it is not a per-dialect statement file.
 _LISTEN = "LISTEN cairnq_queued"
+# A refused or lost LISTEN connection is retried after 1 s doubling to 30 s;
+# polling covers the gap meanwhile.
+_RELISTEN_FIRST_S = 1.0
+_RELISTEN_MAX_S = 30.0
 _SLICE = 0.1
 # How often an idle SQLite worker reads its commit counter where it cannot
-# watch the WAL file: pickup waits half of it on average. Each check is a
-# timed wake-up, two file locks and a stat, 100-250 us of CPU on this
-# (virtual) machine, so the idle cost is set by how many checks a second
-# there are (issue 7 wants under 2% of a core). Measured idle over 20 s: 1.6%
-# at 15 ms (1.4-2.0% in bench runs on a slow day), 1.25% at 20 ms, 0.95% at
-# 25 ms. 20 ms keeps even the p95 pickup near 20 ms.
+# watch the WAL file. Pickup waits half of it on average, and each check (a
+# timed wake-up, two file locks and a stat) costs CPU, so this trades pickup
+# latency against an idle worker's share of a core.
 _COMMIT_CHECK = 0.020
 # After a write to the WAL the counter is read again after these pauses until
-# it moves: the commit is published once the writer's flush ends (about a
-# millisecond here at synchronous=FULL; longer on a slow disk).
+# it moves: the commit is published once the writer's flush ends.
 _PUBLISH_RECHECKS = (0.0005, 0.001, 0.002, 0.004, 0.008, 0.016, 0.032, 0.064)
 
 
@@ -257,13 +255,13 @@ class PgWaker(Waker):
         return conn
 
     def _run(self) -> None:
-        delay = 1.0
+        retries = Backoff(_RELISTEN_FIRST_S, _RELISTEN_MAX_S, jitter=False)
         while not self._stop.is_set():
             conn = None
             try:
                 conn = self._connect()
                 self.listening.set()
-                delay = 1.0
+                retries.reset()
                 # Work may have arrived while the listener was down.
                 self.wake()
                 while not self._stop.is_set():
@@ -274,13 +272,13 @@ class PgWaker(Waker):
                 self.listening.clear()
                 if self._stop.is_set():
                     break
+                delay = retries.next_delay()
                 logger.warning(
                     "LISTEN connection failed (%s); polling, retrying in %.0f s",
                     exc,
                     delay,
                 )
                 self._stop.wait(delay)
-                delay = min(30.0, delay * 2)
             finally:
                 if conn is not None:
                     try:

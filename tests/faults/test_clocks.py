@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from cairnq_django.client import api
+import cairnq_django as cq
 from cairnq_django.models import Task
 
 from .conftest import starts, verify, wait_terminal, wait_until
@@ -41,8 +41,8 @@ def test_f27_pg_skewed_hosts_follow_the_database_clock(
     if dialect != "postgres":
         pytest.skip("the multi-clock variant needs the database clock (PostgreSQL)")
     submitted = time.time()
-    delayed = [t.id for t in api.submit_many([("demo.sleep", {"ms": 10})] * 20, delay_ms=3000)]
-    long = [t.id for t in api.submit_many([("demo.sleep", {"ms": 2500})] * 4)]
+    delayed = [t.id for t in cq.submit_many([("demo.sleep", {"ms": 10})] * 20, delay_ms=3000)]
+    long = [t.id for t in cq.submit_many([("demo.sleep", {"ms": 2500})] * 4)]
     ahead = start_worker("--concurrency", "4", overrides=FAST, env=_skewed(subprocess_env, CAIRNQ_TEST_CLOCK_OFFSET_S="600"))
     behind = start_worker("--concurrency", "4", overrides=FAST, env=_skewed(subprocess_env, CAIRNQ_TEST_CLOCK_OFFSET_S="-600"))
     ahead.wait_ready(), behind.wait_ready()
@@ -72,7 +72,7 @@ def test_f27_sqlite_every_worker_clock_steps_back(
         pytest.skip("the single-clock variant is SQLite's")
     clock = tmp_path / "clock"
     clock.write_text("0")
-    ids = [t.id for t in api.submit_many([("demo.sleep", {"ms": 3000})] * 8)]
+    ids = [t.id for t in cq.submit_many([("demo.sleep", {"ms": 3000})] * 8)]
     env = _skewed(subprocess_env, CAIRNQ_TEST_CLOCK_FILE=str(clock))
     workers = [start_worker("--concurrency", "4", overrides=FAST, env=env) for _ in range(2)]
     wait_until(lambda: len(starts(ledger())) == 8, 30, what="all eight running")

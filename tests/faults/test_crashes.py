@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from django.db import connection
 
-from cairnq_django.client import api
+import cairnq_django as cq
 from cairnq_django.models import Task
 
 from .conftest import (
@@ -51,7 +51,7 @@ def test_f01_kill9_workers_mid_run(
     # what this case measures.
     ids = [
         t.id
-        for t in api.submit_many(
+        for t in cq.submit_many(
             [("demo.sleep", {"ms": rng.randint(50, 300)}) for _ in range(total)], max_attempts=kills + 1
         )
     ]
@@ -109,7 +109,7 @@ def _idle_in_transaction(worker_ids: list[str]) -> bool:
 def test_f02_kill9_inside_the_claim_transaction(
     cairnq_db: Any, dialect: str, start_worker: Any, ledger: Any, figures: dict[str, Any]
 ) -> None:
-    ids = [t.id for t in api.submit_many([("demo.sleep", {"ms": 20}) for _ in range(20)])]
+    ids = [t.id for t in cq.submit_many([("demo.sleep", {"ms": 20}) for _ in range(20)])]
     # The victim sleeps 30 s between its locking claim and COMMIT (a claim
     # hook its launcher injects).
     victim = start_worker(
@@ -152,7 +152,7 @@ def test_f02_kill9_inside_the_claim_transaction(
 def test_f03_crash_after_the_side_effect(
     cairnq_db: Any, start_worker: Any, ledger: Any, figures: dict[str, Any]
 ) -> None:
-    task_id = api.submit("demo.kill_once", {}).id
+    task_id = cq.submit("demo.kill_once", {}).id
     first = start_worker(overrides=FAST)
     assert first.wait(30) == -signal.SIGKILL
     row = Task.objects.get(id=task_id)
@@ -173,8 +173,8 @@ def test_f03_crash_after_the_side_effect(
 def test_f04_poison_task_kills_its_worker_every_time(
     cairnq_db: Any, supervisor: Any, ledger: Any, figures: dict[str, Any]
 ) -> None:
-    poison = api.submit("faults.poison", {}, max_attempts=3).id
-    ids = [t.id for t in api.submit_many([("demo.sleep", {"ms": 30}) for _ in range(100)])]
+    poison = cq.submit("faults.poison", {}, max_attempts=3).id
+    ids = [t.id for t in cq.submit_many([("demo.sleep", {"ms": 30}) for _ in range(100)])]
     # Concurrency 1: a task running beside the poison dies with it and loses an
     # attempt each time (documented); alone, the poison hurts only itself.
     sup = supervisor(1, "--concurrency", "1", overrides={**FAST, "RETRY_BACKOFF_MS": 1000})
@@ -204,10 +204,10 @@ def test_f04_recovered_task_goes_behind_due_work(cairnq_db: Any, start_worker: A
     so every task already due is claimed before it: it does not jump the queue."""
     from cairnq_django.store import get_store
 
-    poison = api.submit("faults.poison", {}, max_attempts=3).id
+    poison = cq.submit("faults.poison", {}, max_attempts=3).id
     worker = start_worker("--task", "faults.poison", overrides=FAST)
     assert worker.wait(30) == -signal.SIGKILL
-    ordinary = [t.id for t in api.submit_many([("demo.sleep", {"ms": 1}) for _ in range(5)])]
+    ordinary = [t.id for t in cq.submit_many([("demo.sleep", {"ms": 1}) for _ in range(5)])]
     store = get_store()
     wait_until(lambda: store.recover_leases() >= 1, 10, what="lease expiry")
     row = Task.objects.get(id=poison)
@@ -227,8 +227,8 @@ def test_f05a_memory_error_is_the_tasks_failure(
     worker.wait_ready()
     # Cap the running worker's address space (prlimit --pid), then send the hog.
     subprocess.run(["prlimit", f"--pid={worker.pid}", f"--as={1536 << 20}"], check=True)
-    hog = api.submit("faults.memory_hog", {"mb": 2048}, max_attempts=1).id
-    after = api.submit("demo.sleep", {"ms": 10}).id
+    hog = cq.submit("faults.memory_hog", {"mb": 2048}, max_attempts=1).id
+    after = cq.submit("demo.sleep", {"ms": 10}).id
     wait_terminal([hog, after], 30)
     row = Task.objects.get(id=hog)
     assert (row.status, row.error["type"]) == ("failed", "MemoryError")
@@ -331,8 +331,8 @@ def test_f05b_oom_killer_in_a_memory_cgroup_acts_like_a_poison_task(
     cairnq_db: Any, memory_cgroup: MemoryCgroup, start_worker: Any, ledger: Any,
     figures: dict[str, Any],
 ) -> None:
-    hog = api.submit("faults.memory_hog", {"mb": 1024}, max_attempts=3).id
-    ids = [t.id for t in api.submit_many([("demo.sleep", {"ms": 30}) for _ in range(20)])]
+    hog = cq.submit("faults.memory_hog", {"mb": 1024}, max_attempts=3).id
+    ids = [t.id for t in cq.submit_many([("demo.sleep", {"ms": 30}) for _ in range(20)])]
     # Like F04, one worker at concurrency 1 that a supervisor restarts; every
     # incarnation is moved into the 256 MiB group before it can claim. The hog
     # fills its 1 GiB bytearray with zeros, so its RSS really grows past the cap.
@@ -378,8 +378,8 @@ def test_f05b_oom_killer_in_a_memory_cgroup_acts_like_a_poison_task(
 def test_f06_systemexit_and_keyboardinterrupt_fail_the_task(
     cairnq_db: Any, start_worker: Any, ledger: Any, kind: str, figures: dict[str, Any]
 ) -> None:
-    bad = api.submit("faults.raise_base", {"kind": kind}, max_attempts=1).id
-    after = [t.id for t in api.submit_many([("demo.sleep", {"ms": 10}) for _ in range(5)])]
+    bad = cq.submit("faults.raise_base", {"kind": kind}, max_attempts=1).id
+    after = [t.id for t in cq.submit_many([("demo.sleep", {"ms": 10}) for _ in range(5)])]
     worker = start_worker(overrides=FAST)
     wait_terminal([bad, *after], 30)
     row = Task.objects.get(id=bad)
@@ -395,7 +395,7 @@ def test_f06_systemexit_and_keyboardinterrupt_fail_the_task(
 def test_f06_os_exit_follows_lease_recovery(
     cairnq_db: Any, supervisor: Any, ledger: Any, figures: dict[str, Any]
 ) -> None:
-    task_id = api.submit("faults.os_exit", {"code": 3}).id
+    task_id = cq.submit("faults.os_exit", {"code": 3}).id
     sup = supervisor(1, overrides=FAST)
     wait_terminal([task_id], 30)
     assert (3 in [code for _, code in sup.exits])

@@ -29,7 +29,7 @@ from typing import Any
 import pytest
 from django.db import connection
 
-from cairnq_django.client import api
+import cairnq_django as cq
 from cairnq_django.models import Task
 
 from ._invariants import check, rows_from
@@ -141,7 +141,7 @@ def test_f11_pg_terminate_backend_storm(
 ) -> None:
     _pg_only(dialect)
     total, seconds = (600, 20) if FULL else (150, 6)
-    ids = [t.id for t in api.submit_many([("demo.sleep", {"ms": 60})] * total, max_attempts=20)]
+    ids = [t.id for t in cq.submit_many([("demo.sleep", {"ms": 60})] * total, max_attempts=20)]
     workers = [start_worker("--concurrency", "3", overrides=FAST) for _ in range(2)]
     worker_ids = [w.wait_ready() for w in workers]
     wait_until(lambda: len(starts(ledger())) >= 4, 20, what="first starts")
@@ -276,8 +276,8 @@ def test_f14a_sqlite_contention_web_process_and_two_workers(
         # The "web process": submits in small batches plus admin-like reads.
         try:
             for _ in range(total // 40):
-                ids.extend(t.id for t in api.submit_many([("demo.sleep", {"ms": 5})] * 20))
-                api.stats()
+                ids.extend(t.id for t in cq.submit_many([("demo.sleep", {"ms": 5})] * 20))
+                cq.stats()
                 list(Task.objects.order_by("-created_at_ms")[:100])
                 Task.objects.filter(status="queued").count()
         except BaseException as exc:  # noqa: BLE001

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from cairnq_django.client import api
+import cairnq_django as cq
 from cairnq_django.models import Task
 
 from .conftest import starts, verify, wait_terminal, wait_until
@@ -26,8 +26,8 @@ FAST = {"LEASE_MS": 2000, "HEARTBEAT_INTERVAL_MS": 500, "POLL_INTERVAL_MS": 50}
 def test_f20a_handler_that_never_returns_hits_max_run(
     cairnq_db: Any, start_worker: Any, ledger: Any, cpu: bool, figures: dict[str, Any]
 ) -> None:
-    stuck = api.submit("faults.spin", {"cpu": cpu}, max_attempts=1).id
-    after = [t.id for t in api.submit_many([("demo.sleep", {"ms": 5})] * 3)]
+    stuck = cq.submit("faults.spin", {"cpu": cpu}, max_attempts=1).id
+    after = [t.id for t in cq.submit_many([("demo.sleep", {"ms": 5})] * 3)]
     worker = start_worker("--max-run-ms", "2000", "--concurrency", "1", overrides=FAST)
     wait_until(lambda: [e for e in starts(ledger()) if e["task_id"] == stuck], 20, what="spin start")
     began = time.monotonic()
@@ -47,13 +47,13 @@ def test_f20a_handler_that_never_returns_hits_max_run(
 def test_f20b_no_ceiling_then_admin_cancel(
     cairnq_db: Any, start_worker: Any, ledger: Any, figures: dict[str, Any]
 ) -> None:
-    task_id = api.submit("faults.cancelable", {"seconds": 60}).id
+    task_id = cq.submit("faults.cancelable", {"seconds": 60}).id
     worker = start_worker(overrides=FAST)
     wait_until(lambda: starts(ledger()), 20, what="start")
     time.sleep(3 * FAST["LEASE_MS"] / 1000)  # the heartbeat holds the lease meanwhile
     row = Task.objects.get(id=task_id)
     assert (row.status, row.attempt) == ("running", 1)
-    api.cancel(task_id)
+    cq.cancel(task_id)
     wait_terminal([task_id], 10)
     assert Task.objects.get(id=task_id).status == "canceled"
     assert next(e for e in ledger() if e["event"] == "end")["cancel_seen"] is True
@@ -68,7 +68,7 @@ def test_f21_leaked_context_is_fenced(
 ) -> None:
     # Attempt 1 leaks its context and fails; the same worker (same worker_id)
     # claims attempt 2 at once, and the leaked thread writes during it.
-    task_id = api.submit("faults.leak_then_fail", {"after": 1.0, "second_ms": 2000}).id
+    task_id = cq.submit("faults.leak_then_fail", {"after": 1.0, "second_ms": 2000}).id
     worker = start_worker("--retry-backoff-ms", "0", overrides=FAST)
     worker_id = worker.wait_ready()
     wait_until(lambda: len([e for e in ledger() if e["event"] == "late_write"]) >= 2, 20,
@@ -83,7 +83,7 @@ def test_f21_leaked_context_is_fenced(
     assert (final.status, final.attempt, final.result) == ("succeeded", 2, "second")
     assert final.message != "leaked" and final.lease_until_ms is None
     # demo.leaker: a leaked context of a finished task cannot renew its lease.
-    done = api.submit("demo.leaker", {"after": 0.3}).id
+    done = cq.submit("demo.leaker", {"after": 0.3}).id
     wait_until(lambda: len([e for e in ledger() if e["event"] == "late_write"]) >= 4, 20,
                what="late writes after return")
     assert all(e["refused"] for e in ledger() if e["event"] == "late_write")
@@ -97,7 +97,7 @@ def test_f21_leaked_context_is_fenced(
 def test_f22_zombie_worker_sigstop_past_its_lease(
     cairnq_db: Any, start_worker: Any, ledger: Any, figures: dict[str, Any]
 ) -> None:
-    task_id = api.submit("demo.sleep", {"ms": 1500}).id
+    task_id = cq.submit("demo.sleep", {"ms": 1500}).id
     zombie = start_worker(overrides=FAST)
     zombie_id = zombie.wait_ready()
     wait_until(lambda: starts(ledger()), 20, what="zombie start")
@@ -123,7 +123,7 @@ def test_f22_zombie_worker_sigstop_past_its_lease(
     # The zombie goes back to claiming normally.
     rescuer.signal(signal.SIGTERM)
     assert rescuer.wait(10) == 0
-    again = api.submit("demo.sleep", {"ms": 1}).id
+    again = cq.submit("demo.sleep", {"ms": 1}).id
     wait_terminal([again], 20)
     assert Task.objects.get(id=again).worker_id == zombie_id
     verify(ledger(), [task_id, again], figures, lost_pids={zombie.pid})
@@ -135,7 +135,7 @@ def test_f22_zombie_worker_sigstop_past_its_lease(
 def test_f23_restart_right_after_kill(
     cairnq_db: Any, start_worker: Any, ledger: Any, figures: dict[str, Any]
 ) -> None:
-    ids = [t.id for t in api.submit_many([("demo.sleep", {"ms": 3000})] * 4)]
+    ids = [t.id for t in cq.submit_many([("demo.sleep", {"ms": 3000})] * 4)]
     old = start_worker("--concurrency", "4", overrides=FAST)
     old_id = old.wait_ready()
     wait_until(lambda: len(starts(ledger())) == 4, 20, what="four starts")

@@ -19,7 +19,6 @@ from django.test import Client, override_settings
 from django.urls import reverse
 
 import cairnq_django as cq
-from cairnq_django.client import api
 from cairnq_django.conf import get_config
 from cairnq_django.models import Task
 
@@ -50,12 +49,12 @@ def _schema_fingerprint() -> list[Any]:
 def test_f15_50mb_payload_refused_by_default(cairnq_db: Any, figures: dict[str, Any]) -> None:
     before = _count()
     with pytest.raises(cq.PayloadTooLarge) as info:
-        api.submit("demo.sleep", {"blob": "x" * 50_000_000})
+        cq.submit("demo.sleep", {"blob": "x" * 50_000_000})
     text = str(info.value)
     assert "50000011 bytes" in text and "1048576-byte limit" in text and "MAX_PAYLOAD_BYTES" in text
     assert isinstance(info.value, ValueError)
     with pytest.raises(cq.PayloadTooLarge):
-        api.submit_many([("demo.sleep", {}), ("demo.sleep", {"blob": "ä" * 600_000})])
+        cq.submit_many([("demo.sleep", {}), ("demo.sleep", {"blob": "ä" * 600_000})])
     assert _count() == before  # nothing inserted, not even the good item of the batch
     figures.update(tasks=0, faults="50 MB payload at the 1 MiB default")
 
@@ -81,7 +80,7 @@ def test_f15_50mb_payloads_run_with_a_raised_limit(
     probe.signal(signal.SIGTERM)
     assert probe.wait(10) == 0
     with override_settings(CAIRNQ={**get_config(), "MAX_PAYLOAD_BYTES": limit}):
-        ids = [api.submit("faults.echo", {"blob": "x" * 50_000_000}).id for _ in range(n)]
+        ids = [cq.submit("faults.echo", {"blob": "x" * 50_000_000}).id for _ in range(n)]
     # The admin changelist stays quick and shows a truncated preview.
     admin = Client()
     admin.force_login(User.objects.create_superuser("root", password="pw"))
@@ -147,14 +146,14 @@ def test_f16_values_json_cannot_carry(cairnq_db: Any, figures: dict[str, Any]) -
     before = _count()
     for label, value in cases.items():
         with pytest.raises(cq.SerializationError) as info:
-            api.submit("demo.noop", {"outer": {"v": value}})
+            cq.submit("demo.noop", {"outer": {"v": value}})
         assert isinstance(info.value, ValueError), label
         # The message names the JSON path of the offending value.
         assert "payload['outer']['v']" in str(info.value), (label, str(info.value)[:300])
         with pytest.raises(cq.SerializationError):
-            api.submit("demo.noop", {}, metadata={"v": value})
+            cq.submit("demo.noop", {}, metadata={"v": value})
         with pytest.raises(cq.SerializationError):
-            api.submit_many([("demo.noop", {}), ("demo.noop", {"v": value})])
+            cq.submit_many([("demo.noop", {}), ("demo.noop", {"v": value})])
     assert _count() == before  # nothing inserted, the good batch item included
     figures.update(faults=f"{len(cases)} kinds of value (NaN, ±inf, Decimal, datetime, set, bytes, "
                           "object, tuple keys, lone surrogate, NUL, 10k nesting)")
@@ -163,23 +162,23 @@ def test_f16_values_json_cannot_carry(cairnq_db: Any, figures: dict[str, Any]) -
 @pytest.mark.smoke
 def test_f16_non_string_keys_are_spelled_as_strings(cairnq_db: Any) -> None:
     # Protocol 2.2: the reference SDK writes {1: "v"} as {"1": "v"}; so must we.
-    task = api.submit("demo.noop", {"outer": {1: "v", 2.5: "f", None: "n"}})
+    task = cq.submit("demo.noop", {"outer": {1: "v", 2.5: "f", None: "n"}})
     assert Task.objects.get(pk=task.id).payload == {"outer": {"1": "v", "2.5": "f", "null": "n"}}
 
 
 def test_f17_bad_results_payloads_and_monstrous_errors(
     cairnq_db: Any, start_worker: Any, figures: dict[str, Any]
 ) -> None:
-    bad_result = api.submit("demo.bad_result", {}, max_attempts=3).id
-    corrupted = api.submit("demo.sleep", {"ms": 1}, max_attempts=3).id
-    native_bad_args = api.submit(
+    bad_result = cq.submit("demo.bad_result", {}, max_attempts=3).id
+    corrupted = cq.submit("demo.sleep", {"ms": 1}, max_attempts=3).id
+    native_bad_args = cq.submit(
         "testproject.native.tasks.add", {"args": [1, 2, 3, 4], "kwargs": {}}, max_attempts=3
     ).id
-    native_bad_payload = api.submit("testproject.native.tasks.add", {"args": "nope"}, max_attempts=3).id
-    huge = api.submit("faults.monster_error", {"kind": "huge"}, max_attempts=1).id
-    unprintable = api.submit("faults.monster_error", {"kind": "unprintable"}, max_attempts=1).id
-    deep = api.submit("faults.monster_error", {"kind": "deep", "depth": 5000}, max_attempts=1).id
-    after = api.submit("demo.sleep", {"ms": 1}).id
+    native_bad_payload = cq.submit("testproject.native.tasks.add", {"args": "nope"}, max_attempts=3).id
+    huge = cq.submit("faults.monster_error", {"kind": "huge"}, max_attempts=1).id
+    unprintable = cq.submit("faults.monster_error", {"kind": "unprintable"}, max_attempts=1).id
+    deep = cq.submit("faults.monster_error", {"kind": "deep", "depth": 5000}, max_attempts=1).id
+    after = cq.submit("demo.sleep", {"ms": 1}).id
     # Raw SQL: the payload becomes a JSON array where an object is expected.
     with connection.cursor() as cursor:
         cursor.execute("UPDATE cairnq_tasks SET payload = %s WHERE id = %s", ['[1, 2, 3]', corrupted])
@@ -214,11 +213,11 @@ def test_f18_unregistered_names(cairnq_db: Any, start_worker: Any, figures: dict
     # (a) Strict submit is the caller's choice: cairnq_django.task definitions
     # validate their own names; a bare submit of an unknown name is allowed by
     # the protocol (another deployment may handle it), so no worker here claims it.
-    orphan = api.submit("nope.missing", {}).id
+    orphan = cq.submit("nope.missing", {}).id
     # (b) A raw row with an unknown name is never claimed, never failed.
     with connection.cursor() as cursor:
         cursor.execute("UPDATE cairnq_tasks SET name = %s WHERE id = %s", ["ghost.name", orphan])
-    known = [t.id for t in api.submit_many([("demo.sleep", {"ms": 1})] * 5)]
+    known = [t.id for t in cq.submit_many([("demo.sleep", {"ms": 1})] * 5)]
     # The worker looks for unserved names at start-up and then every 100 ms here.
     worker = start_worker(overrides={**FAST, "UNSERVED_CHECK_INTERVAL_MS": 100})
     wait_terminal(known, 30)
@@ -249,8 +248,8 @@ def test_f18c_two_deployments_split_the_names(
     cairnq_db: Any, start_worker: Any, ledger: Any, figures: dict[str, Any]
 ) -> None:
     n = 500 if FULL else 100
-    render = [t.id for t in api.submit_many([("demo.sleep", {"ms": 1})] * n)]
-    embed = [t.id for t in api.submit_many([("demo.noop", {})] * n)]
+    render = [t.id for t in cq.submit_many([("demo.sleep", {"ms": 1})] * n)]
+    embed = [t.id for t in cq.submit_many([("demo.noop", {})] * n)]
     a = start_worker("--task", "demo.sleep", "--concurrency", "2", overrides=FAST)
     b = start_worker("--task", "demo.noop", "--concurrency", "2", overrides=FAST)
     ids_a, ids_b = a.wait_ready(), b.wait_ready()
@@ -283,21 +282,21 @@ def test_f19_names_with_sql_and_format_metacharacters(
     before = _count()
     ids = {}
     for text in NASTY:
-        ids[text] = api.submit(text, {"q": text}, queue=text, key=f"k:{text}", correlation_id=text).id
+        ids[text] = cq.submit(text, {"q": text}, queue=text, key=f"k:{text}", correlation_id=text).id
     for text, task_id in ids.items():
         row = Task.objects.get(id=task_id)
         # Round-trips byte for byte through parameters.
         assert (row.name, row.queue, row.correlation_id, row.payload) == (text, text, text, {"q": text})
-        assert api.get_by_key(f"k:{text}").id == task_id
+        assert cq.get_by_key(f"k:{text}").id == task_id
     # Empty, NUL-carrying and over-long (10 KB) values are refused with a
     # ValueError naming the field and the rule, on both dialects alike.
     with pytest.raises(ValueError, match="name must be a non-empty string"):
-        api.submit("", {})
+        cq.submit("", {})
     for field in ("name", "queue", "key", "correlation_id"):
         for bad, rule in (("bad\x00text", "NUL"), ("a" * 10_000, "at most 1024 bytes")):
             kwargs = {"name": "demo.noop", field: bad}
             with pytest.raises(ValueError, match=f"{field} must .*{rule}"):
-                api.submit(kwargs.pop("name"), {}, **kwargs)
+                cq.submit(kwargs.pop("name"), {}, **kwargs)
     # The decorator applies the same rule to the names it registers.
     from cairnq_django.tasks.registry import TaskDefinitionError
 

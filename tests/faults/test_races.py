@@ -23,7 +23,7 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from cairnq_django.client import api
+import cairnq_django as cq
 from cairnq_django.models import Task
 
 from ._invariants import fleet_peak
@@ -64,7 +64,7 @@ def test_f24_ceilings_with_several_workers(
     rng = random.Random(24)
     names = ["demo.gpu_render", "demo.gpu", "demo.sleep"]
     items = [(names[i % 3], {"ms": rng.randint(5, 40)}) for i in range(total)]
-    ids = [t.id for t in api.submit_many(items, max_attempts=kills + 3)]
+    ids = [t.id for t in cq.submit_many(items, max_attempts=kills + 3)]
     sup = supervisor(workers, "--concurrency", "8", overrides={**FAST, "RESOURCES": {"gpu": 1}},
                      env={"CAIRNQ_LOG_LEVEL": "DEBUG"})
     for _ in range(kills):
@@ -105,9 +105,9 @@ def test_f25_cancel_races_claim(cairnq_db: Any, start_worker: Any, ledger: Any, 
     rng = random.Random(25)
     answers: dict[str, str | None] = {}
     for _ in range(rounds):
-        task_id = api.submit("demo.sleep", {"ms": rng.choice([0, 2, 5])}).id
+        task_id = cq.submit("demo.sleep", {"ms": rng.choice([0, 2, 5])}).id
         time.sleep(rng.choice([0, 0, 0.001, 0.003, 0.006]))
-        row = api.cancel(task_id)
+        row = cq.cancel(task_id)
         answers[task_id] = None if row is None else row.status
     ids = list(answers)
     wait_terminal(ids, 60)
@@ -137,17 +137,17 @@ def test_f25_cancel_races_claim(cairnq_db: Any, start_worker: Any, ledger: Any, 
 def test_f25_cancel_running_then_succeed_fail_or_die_and_retry_running(
     cairnq_db: Any, supervisor: Any, ledger: Any, figures: dict[str, Any]
 ) -> None:
-    ids = {then: api.submit("faults.cancelable", {"seconds": 30, "then": then}).id
+    ids = {then: cq.submit("faults.cancelable", {"seconds": 30, "then": then}).id
            for then in ("return", "raise", "kill")}
     sup = supervisor(1, "--concurrency", "3", overrides=FAST)
     wait_until(lambda: len(starts(ledger())) == 3, 20, what="three starts")
     for task_id in ids.values():
         # Retry of a running task changes nothing.
-        assert api.retry(task_id) is None
+        assert cq.retry(task_id) is None
         row = Task.objects.get(id=task_id)
         assert (row.status, row.attempt) == ("running", 1)
     for task_id in ids.values():
-        assert api.cancel(task_id).status == "running"
+        assert cq.cancel(task_id).status == "running"
     wait_terminal(list(ids.values()), 20)
     for then, task_id in ids.items():
         row = Task.objects.get(id=task_id)
@@ -162,8 +162,8 @@ def test_f25_cancel_running_then_succeed_fail_or_die_and_retry_running(
 def test_f26_admin_abuse(cairnq_db: Any, figures: dict[str, Any]) -> None:
     """The cases tests/admin/test_actions.py pins in depth, abused together."""
     changelist = reverse("admin:cairnq_task_changelist")
-    script = api.submit("demo.noop", {"html": "<script>alert(1)</script>"}).id
-    queued = api.submit("demo.noop", {}).id
+    script = cq.submit("demo.noop", {"html": "<script>alert(1)</script>"}).id
+    queued = cq.submit("demo.noop", {}).id
     # Anonymous: sent to the login page.
     anonymous = Client().get(changelist)
     assert anonymous.status_code == 302 and "/login/" in anonymous["Location"]
@@ -197,7 +197,7 @@ def test_f26_admin_abuse(cairnq_db: Any, figures: dict[str, Any]) -> None:
     assert Task.objects.get(id=script).name == "demo.noop"
     # select_across over many rows: a bounded number of guarded UPDATEs.
     n = 100_000 if FULL else 5_000
-    api.submit_many([("demo.bulk", {})] * n, queue="bulk")
+    cq.submit_many([("demo.bulk", {})] * n, queue="bulk")
     with CaptureQueriesContext(connections["default"]) as queries:
         loose.post(changelist + "?queue=bulk",
                    {"action": "cancel_tasks", "_selected_action": [queued], "select_across": "1", "index": "0"})
@@ -273,7 +273,7 @@ def test_f29_idempotent_and_transactional_enqueue(
     def submit() -> None:
         try:
             barrier.wait()
-            got.append(api.submit("demo.sleep", {"ms": 1}, key="same-key").id)
+            got.append(cq.submit("demo.sleep", {"ms": 1}, key="same-key").id)
         except BaseException as exc:  # noqa: BLE001
             errors.append(exc)
         finally:
@@ -289,7 +289,7 @@ def test_f29_idempotent_and_transactional_enqueue(
     keyed = got[0]
     # A submit in a transaction that rolls back never exists.
     with pytest.raises(RuntimeError), transaction.atomic():
-        ghost = api.submit("demo.sleep", {"ms": 1}).id
+        ghost = cq.submit("demo.sleep", {"ms": 1}).id
         raise RuntimeError("roll back")
     assert not Task.objects.filter(id=ghost).exists()
     # A worker cannot see a task before its transaction commits.
@@ -297,7 +297,7 @@ def test_f29_idempotent_and_transactional_enqueue(
     worker.wait_ready()
     wait_terminal([keyed], 20)
     with transaction.atomic():
-        pending = api.submit("demo.sleep", {"ms": 1}).id
+        pending = cq.submit("demo.sleep", {"ms": 1}).id
         time.sleep(1.0 if dialect == "postgres" else 0.3)
         committed_at = time.time()
     wait_terminal([pending], 20)

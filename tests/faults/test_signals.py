@@ -15,7 +15,7 @@ import pytest
 from django.core.management import call_command
 from django.db import connection, connections
 
-from cairnq_django.client import api
+import cairnq_django as cq
 from cairnq_django.models import Task
 
 from .conftest import FULL, starts, verify, wait_terminal, wait_until
@@ -42,9 +42,9 @@ def test_f07b_sigterm_drains_then_hands_back(
     cairnq_db: Any, start_worker: Any, ledger: Any, figures: dict[str, Any]
 ) -> None:
     drain = 3
-    short = [t.id for t in api.submit_many([("demo.sleep", {"ms": 1000})] * 4, priority=5)]
-    long = [t.id for t in api.submit_many([("demo.hang", {"seconds": 30})] * 4, priority=5)]
-    later = api.submit("demo.sleep", {"ms": 10}).id
+    short = [t.id for t in cq.submit_many([("demo.sleep", {"ms": 1000})] * 4, priority=5)]
+    long = [t.id for t in cq.submit_many([("demo.hang", {"seconds": 30})] * 4, priority=5)]
+    later = cq.submit("demo.sleep", {"ms": 10}).id
     worker = start_worker("--concurrency", "8", "--drain-timeout", str(drain), overrides=FAST)
     worker_id = worker.wait_ready()
     wait_until(lambda: len(starts(ledger())) == 8, 20, what="eight starts")
@@ -72,7 +72,7 @@ def test_f07b_sigterm_drains_then_hands_back(
 def test_f07c_double_sigint_exits_at_once(
     cairnq_db: Any, start_worker: Any, ledger: Any, figures: dict[str, Any]
 ) -> None:
-    ids = [t.id for t in api.submit_many([("demo.hang", {"seconds": 30})] * 2)]
+    ids = [t.id for t in cq.submit_many([("demo.hang", {"seconds": 30})] * 2)]
     worker = start_worker("--concurrency", "2", "--drain-timeout", "30", overrides=FAST)
     wait_until(lambda: len(starts(ledger())) == 2, 20, what="two starts")
     worker.signal(signal.SIGINT)
@@ -105,7 +105,7 @@ def test_f08_signal_storm(
 ) -> None:
     total = 2000 if FULL else 300
     # Many signals: a task may sit on several doubly-signalled workers.
-    ids = [t.id for t in api.submit_many([("demo.sleep", {"ms": 20})] * total, max_attempts=20)]
+    ids = [t.id for t in cq.submit_many([("demo.sleep", {"ms": 20})] * total, max_attempts=20)]
     sup = supervisor(1, "--concurrency", "4", "--drain-timeout", "1", overrides=FAST)
     rng = random.Random(8)
     signals = doubles = 0
@@ -150,7 +150,7 @@ def test_f08_signal_storm(
 
 
 def test_f09_worker_in_a_non_main_thread(cairnq_db: Any, figures: dict[str, Any]) -> None:
-    ids = [t.id for t in api.submit_many([("demo.noop", {})] * 5)]
+    ids = [t.id for t in cq.submit_many([("demo.noop", {})] * 5)]
 
     def host_handler(signum: int, frame: Any) -> None:
         pass

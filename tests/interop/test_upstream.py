@@ -21,7 +21,7 @@ import pytest
 from django.db import connections, transaction
 
 import cairnq_django as cq
-from cairnq_django.client.api import outcome
+from cairnq_django.client.wait import outcome
 from cairnq_django.protocol.payload import encode
 from cairnq_django.store import get_store
 

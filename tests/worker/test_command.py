@@ -18,7 +18,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.test.utils import override_settings
 
-from cairnq_django.client import api
+import cairnq_django as cq
 from cairnq_django.models import Task
 
 from .conftest import REPO
@@ -82,7 +82,7 @@ def test_undeclared_resource_stops_start_up(cairnq_db: Any) -> None:
             caught.value
         )
         # Declared on the command line instead, it runs.
-        task_id = api.submit("demo.gpu", {"ms": 1}).id
+        task_id = cq.submit("demo.gpu", {"ms": 1}).id
         call_command("cairnq_worker", "--burst", "--resource", "gpu=1", verbosity=0)
     assert Task.objects.get(id=task_id).status == "succeeded"
 
@@ -106,7 +106,7 @@ def test_unapplied_migrations_say_run_migrate(
 
 
 def test_call_command_from_a_thread_keeps_host_signal_handlers(cairnq_db: Any) -> None:
-    ids = [api.submit("demo.noop", {"result": i}).id for i in range(5)]
+    ids = [cq.submit("demo.noop", {"result": i}).id for i in range(5)]
 
     def host_handler(signum: int, frame: Any) -> None:
         pass

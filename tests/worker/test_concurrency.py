@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from cairnq_django.client import api
+import cairnq_django as cq
 from cairnq_django.models import Task
 
 from .conftest import intervals, max_overlap, wait_until
@@ -28,10 +28,10 @@ def all_succeeded(ids: list[str]) -> bool:
 def test_per_name_and_resource_ceilings(
     cairnq_db: Any, start_worker: Any, ledger: Any
 ) -> None:
-    ids = [api.submit("demo.limited", {"ms": 60}).id for _ in range(10)]
-    ids += [api.submit("demo.gpu", {"ms": 40}).id for _ in range(8)]
-    ids += [api.submit("demo.gpu_render", {"ms": 40}).id for _ in range(8)]
-    ids += [api.submit("demo.sleep", {"ms": 40}).id for _ in range(10)]
+    ids = [cq.submit("demo.limited", {"ms": 60}).id for _ in range(10)]
+    ids += [cq.submit("demo.gpu", {"ms": 40}).id for _ in range(8)]
+    ids += [cq.submit("demo.gpu_render", {"ms": 40}).id for _ in range(8)]
+    ids += [cq.submit("demo.sleep", {"ms": 40}).id for _ in range(10)]
     worker = start_worker("--burst", "--concurrency", "6")
     assert worker.wait(60) == 0, worker.output()[-3000:]
     assert all_succeeded(ids)
@@ -50,7 +50,7 @@ def test_per_name_and_resource_ceilings(
 def test_resource_flag_raises_capacity(
     cairnq_db: Any, start_worker: Any, ledger: Any
 ) -> None:
-    ids = [api.submit("demo.gpu", {"ms": 150}).id for _ in range(6)]
+    ids = [cq.submit("demo.gpu", {"ms": 150}).id for _ in range(6)]
     worker = start_worker(
         "--burst",
         "--concurrency",
@@ -70,8 +70,8 @@ def test_resource_flag_raises_capacity(
 def test_several_workers_run_every_task_exactly_once(
     cairnq_db: Any, start_worker: Any, ledger: Any
 ) -> None:
-    ids = [api.submit("demo.sleep", {"ms": 15}).id for _ in range(80)]
-    ids += [api.submit("demo.limited", {"ms": 15}).id for _ in range(20)]
+    ids = [cq.submit("demo.sleep", {"ms": 15}).id for _ in range(80)]
+    ids += [cq.submit("demo.limited", {"ms": 15}).id for _ in range(20)]
     workers = [start_worker("--concurrency", "3") for _ in range(3)]
     wait_until(lambda: all_succeeded(ids), 90, what="every task succeeded")
     starts = Counter(e["task_id"] for e in ledger() if e["event"] == "start")
@@ -89,8 +89,8 @@ def test_several_workers_run_every_task_exactly_once(
 def test_kill_9_mid_task_redelivers_after_lease_expiry(
     cairnq_db: Any, start_worker: Any, ledger: Any
 ) -> None:
-    ids = [api.submit("demo.sleep", {"ms": 4000}).id for _ in range(3)]
-    ids += [api.submit("demo.sleep", {"ms": 50}).id for _ in range(5)]
+    ids = [cq.submit("demo.sleep", {"ms": 4000}).id for _ in range(3)]
+    ids += [cq.submit("demo.sleep", {"ms": 50}).id for _ in range(5)]
     victim = start_worker("--concurrency", "3", overrides={"LEASE_MS": 1500})
     wait_until(
         lambda: len([e for e in ledger() if e["event"] == "start"]) >= 3,
@@ -114,7 +114,7 @@ def test_kill_after_side_effect_runs_it_again(
     cairnq_db: Any, start_worker: Any, ledger: Any
 ) -> None:
     """F03: at-least-once, asserted: the effect is recorded twice and the task succeeds once."""
-    task_id = api.submit("demo.kill_once", {}).id
+    task_id = cq.submit("demo.kill_once", {}).id
     first = start_worker(overrides={"LEASE_MS": 1000})
     assert first.wait(20) == -signal.SIGKILL
     second = start_worker(overrides={"LEASE_MS": 1000})
@@ -131,7 +131,7 @@ def test_kill_after_side_effect_runs_it_again(
 
 
 def test_max_tasks_stops_after_n(cairnq_db: Any, start_worker: Any) -> None:
-    ids = [api.submit("demo.noop", {}).id for _ in range(7)]
+    ids = [cq.submit("demo.noop", {}).id for _ in range(7)]
     worker = start_worker("--max-tasks", "3", "--concurrency", "2")
     assert worker.wait(30) == 0
     assert Task.objects.filter(id__in=ids, status="succeeded").count() == 3
@@ -141,7 +141,7 @@ def test_max_tasks_stops_after_n(cairnq_db: Any, start_worker: Any) -> None:
 def test_byte_budget_runs_big_payloads_one_at_a_time(
     cairnq_db: Any, start_worker: Any, ledger: Any
 ) -> None:
-    ids = [api.submit("demo.sleep", {"ms": 80, "pad": "x" * 64}).id for _ in range(5)]
+    ids = [cq.submit("demo.sleep", {"ms": 80, "pad": "x" * 64}).id for _ in range(5)]
     # --claim-batch 1: a poll may overshoot the budget by one draw, so keep draws to one row.
     worker = start_worker(
         "--burst",
@@ -162,7 +162,7 @@ def test_byte_budget_runs_big_payloads_one_at_a_time(
 def test_without_byte_budget_the_same_tasks_overlap(
     cairnq_db: Any, start_worker: Any, ledger: Any
 ) -> None:
-    ids = [api.submit("demo.sleep", {"ms": 150, "pad": "x" * 64}).id for _ in range(4)]
+    ids = [cq.submit("demo.sleep", {"ms": 150, "pad": "x" * 64}).id for _ in range(4)]
     worker = start_worker("--burst", "--concurrency", "4", "--claim-batch", "1")
     assert worker.wait(30) == 0
     assert all_succeeded(ids)
@@ -173,7 +173,7 @@ def test_without_byte_budget_the_same_tasks_overlap(
 def test_claim_batch_never_splits_a_batch(
     cairnq_db: Any, start_worker: Any, ledger: Any
 ) -> None:
-    ids = [api.submit("demo.batch", {"n": i}).id for i in range(16)]
+    ids = [cq.submit("demo.batch", {"n": i}).id for i in range(16)]
     worker = start_worker("--burst", "--claim-batch", "3")
     assert worker.wait(30) == 0
     assert all_succeeded(ids)
@@ -184,9 +184,9 @@ def test_round_robin_between_sources(
     cairnq_db: Any, start_worker: Any, ledger: Any
 ) -> None:
     for _ in range(6):
-        api.submit("demo.limited", {"ms": 1})
+        cq.submit("demo.limited", {"ms": 1})
     for _ in range(6):
-        api.submit("demo.gpu", {"ms": 1})
+        cq.submit("demo.gpu", {"ms": 1})
     worker = start_worker("--burst", "--concurrency", "1")
     assert worker.wait(30) == 0
     names = [e["name"] for e in ledger() if e["event"] == "start"]

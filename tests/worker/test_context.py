@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from django.contrib.auth.models import Group
 
-from cairnq_django.client import api
+import cairnq_django as cq
 from cairnq_django.models import Task
 
 from .conftest import wait_until
@@ -22,10 +22,10 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def test_cancel_of_running_task_seen_on_heartbeat(
     cairnq_db: Any, start_worker: Any, ledger: Any
 ) -> None:
-    task_id = api.submit("demo.hang", {"seconds": 60}).id
+    task_id = cq.submit("demo.hang", {"seconds": 60}).id
     worker = start_worker(overrides={"LEASE_MS": 1500})
     wait_until(lambda: [e for e in ledger() if e["event"] == "start"], 20, what="start")
-    api.cancel(task_id)
+    cq.cancel(task_id)
     wait_until(
         lambda: Task.objects.get(id=task_id).status == "canceled", 10, what="canceled"
     )
@@ -39,7 +39,7 @@ def test_cancel_of_running_task_seen_on_heartbeat(
 def test_atomic_commits_writes_with_completion(
     cairnq_db: Any, start_worker: Any
 ) -> None:
-    task_id = api.submit("demo.atomic_group", {"group": "cairnq-atomic-ok"}).id
+    task_id = cq.submit("demo.atomic_group", {"group": "cairnq-atomic-ok"}).id
     worker = start_worker("--burst")
     assert worker.wait() == 0
     task = Task.objects.get(id=task_id)
@@ -50,7 +50,7 @@ def test_atomic_commits_writes_with_completion(
 def test_atomic_rolls_back_when_lease_is_gone(
     cairnq_db: Any, start_worker: Any, ledger_dir: Any, ledger: Any
 ) -> None:
-    task_id = api.submit(
+    task_id = cq.submit(
         "demo.atomic_group", {"group": "cairnq-atomic-lost", "gate": True}
     ).id
     worker = start_worker()
@@ -74,7 +74,7 @@ def test_atomic_rolls_back_when_lease_is_gone(
 
 
 def test_children_carry_lineage(cairnq_db: Any, start_worker: Any) -> None:
-    root = api.submit(
+    root = cq.submit(
         "demo.pipeline.ingest", {"doc": "d1", "text": "a" * 50 + "e" * 50, "chunk": 40}
     ).id
     worker = start_worker("--concurrency", "3")
@@ -98,7 +98,7 @@ def test_leaked_context_writes_are_refused_after_settlement(
     cairnq_db: Any, start_worker: Any, ledger: Any
 ) -> None:
     """F21: a context kept past its handler cannot write or keep the lease alive."""
-    task_id = api.submit("demo.leaker", {"after": 0.3}).id
+    task_id = cq.submit("demo.leaker", {"after": 0.3}).id
     worker = start_worker()
     late = wait_until(
         lambda: (

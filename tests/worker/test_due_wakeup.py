@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from cairnq_django.client import api
+import cairnq_django as cq
 from cairnq_django.models import Task
 
 from .conftest import wait_until
@@ -36,7 +36,7 @@ def test_delayed_task_starts_when_due_not_at_the_next_poll(
 ) -> None:
     _idle_worker(start_worker)
     for delay_ms in (300, 800):
-        task_id = api.submit("demo.sleep", {"ms": 0}, delay_ms=delay_ms).id
+        task_id = cq.submit("demo.sleep", {"ms": 0}, delay_ms=delay_ms).id
         run_at_ms = Task.objects.get(id=task_id).run_at_ms
         start = wait_until(lambda: _starts(ledger, task_id), 4, what="the delayed start")[0]
         late_ms = start["wall"] * 1000 - run_at_ms
@@ -50,7 +50,7 @@ def test_retry_backoff_starts_when_due_not_at_the_next_poll(
 ) -> None:
     # Attempt 1 fails; its retry is backed off 150-300 ms by the worker itself.
     _idle_worker(start_worker, RETRY_BACKOFF_MS=300)
-    task_id = api.submit("demo.flaky", {"fail_times": 1}).id
+    task_id = cq.submit("demo.flaky", {"fail_times": 1}).id
     starts = wait_until(lambda: len(_starts(ledger, task_id)) >= 2 and _starts(ledger, task_id), 4, what="the retry")
     gap_ms = (starts[1]["wall"] - starts[0]["wall"]) * 1000
     assert 150 <= gap_ms < 1300, gap_ms

@@ -16,7 +16,7 @@ from django.db import connection
 from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 
-from cairnq_django.client import api
+import cairnq_django as cq
 from cairnq_django.conf import get_config
 from cairnq_django.tasks.context import TaskContext
 from cairnq_django.exceptions import LostLease
@@ -34,7 +34,7 @@ SMALL = {"blob": "small", "n": 2}
 
 def _submit(name: str, payload: dict[str, Any]) -> str:
     with override_settings(CAIRNQ={**get_config(), "MAX_PAYLOAD_BYTES": LIMIT}):
-        return api.submit(name, payload).id
+        return cq.submit(name, payload).id
 
 
 def _claim_both(store: Any) -> tuple[Task, Task]:

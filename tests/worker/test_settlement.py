@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from cairnq_django.client import api
+import cairnq_django as cq
 from cairnq_django.models import Task
 
 from .conftest import wait_until
@@ -29,12 +29,12 @@ def rows(ids: list[str]) -> list[Task]:
 
 def test_results_errors_and_burst_exit(cairnq_db: Any, start_worker: Any) -> None:
     noop = [
-        api.submit("demo.noop", {"result": {"n": i, "s": "ä"}}).id for i in range(3)
+        cq.submit("demo.noop", {"result": {"n": i, "s": "ä"}}).id for i in range(3)
     ]
-    crash = api.submit("demo.crash", {"message": "kaput"}, max_attempts=1).id
-    task_error = api.submit("demo.task_error", {}, max_attempts=5).id
-    bad = api.submit("demo.bad_result", {}, max_attempts=5).id
-    progress = api.submit("demo.progress", {}).id
+    crash = cq.submit("demo.crash", {"message": "kaput"}, max_attempts=1).id
+    task_error = cq.submit("demo.task_error", {}, max_attempts=5).id
+    bad = cq.submit("demo.bad_result", {}, max_attempts=5).id
+    progress = cq.submit("demo.progress", {}).id
     worker = start_worker("--burst")
     assert worker.wait() == 0, worker.output()
 
@@ -93,7 +93,7 @@ def test_results_errors_and_burst_exit(cairnq_db: Any, start_worker: Any) -> Non
 def test_retry_backoff_then_success(
     cairnq_db: Any, start_worker: Any, ledger: Any
 ) -> None:
-    task_id = api.submit("demo.flaky", {"fail_times": 2}, max_attempts=3).id
+    task_id = cq.submit("demo.flaky", {"fail_times": 2}, max_attempts=3).id
     worker = start_worker()
     wait_until(
         lambda: Task.objects.get(id=task_id).status == "succeeded",
@@ -115,7 +115,7 @@ def test_retry_backoff_then_success(
 
 
 def test_backoff_zero_disables_delay(cairnq_db: Any, start_worker: Any) -> None:
-    task_id = api.submit("demo.flaky", {"fail_times": 1}, max_attempts=2).id
+    task_id = cq.submit("demo.flaky", {"fail_times": 1}, max_attempts=2).id
     worker = start_worker("--burst", "--retry-backoff-ms", "0")
     assert worker.wait() == 0
     assert Task.objects.get(id=task_id).status == "succeeded"
@@ -125,7 +125,7 @@ def test_batch_raise_fails_each_with_its_own_backoff(
     cairnq_db: Any, start_worker: Any
 ) -> None:
     ids = [
-        api.submit("demo.batch_raise", {"i": i}, max_attempts=3).id for i in range(3)
+        cq.submit("demo.batch_raise", {"i": i}, max_attempts=3).id for i in range(3)
     ]
     worker = start_worker("--burst")
     assert worker.wait() == 0
@@ -144,9 +144,9 @@ def test_batch_raise_fails_each_with_its_own_backoff(
 def test_batch_delivery_mapping_and_early_settlement(
     cairnq_db: Any, start_worker: Any, ledger: Any
 ) -> None:
-    plain = [api.submit("demo.batch", {"n": i}).id for i in range(13)]
-    failing = api.submit("demo.batch", {"n": 100, "fail": True}, max_attempts=3).id
-    early = api.submit("demo.batch", {"n": 200, "early": True}).id
+    plain = [cq.submit("demo.batch", {"n": i}).id for i in range(13)]
+    failing = cq.submit("demo.batch", {"n": 100, "fail": True}, max_attempts=3).id
+    early = cq.submit("demo.batch", {"n": 200, "early": True}).id
     worker = start_worker("--burst", "--concurrency", "2")
     assert worker.wait() == 0, worker.output()
     for i, task in enumerate(rows(plain)):
@@ -171,7 +171,7 @@ def test_batch_delivery_mapping_and_early_settlement(
 def test_max_run_ms_abandons_and_fails_retryably(
     cairnq_db: Any, start_worker: Any, ledger: Any
 ) -> None:
-    stuck = api.submit("demo.stubborn", {"seconds": 2.5}, max_attempts=1).id
+    stuck = cq.submit("demo.stubborn", {"seconds": 2.5}, max_attempts=1).id
     worker = start_worker("--max-run-ms", "400", "--concurrency", "1")
     wait_until(
         lambda: Task.objects.get(id=stuck).status == "failed",
@@ -185,7 +185,7 @@ def test_max_run_ms_abandons_and_fails_retryably(
     )
     assert task.error["retryable"] is True
     # The slot was freed at the deadline: a new task runs while the zombie still sleeps.
-    follow = api.submit("demo.noop", {"result": 1}).id
+    follow = cq.submit("demo.noop", {"result": 1}).id
     wait_until(
         lambda: Task.objects.get(id=follow).status == "succeeded",
         10,
@@ -204,8 +204,8 @@ def test_max_run_ms_abandons_and_fails_retryably(
 
 
 def test_async_handler_and_async_timeout(cairnq_db: Any, start_worker: Any) -> None:
-    echo = api.submit("demo.async_echo", {"ms": 10}).id
-    hung = api.submit("demo.async_hang", {"seconds": 30}, max_attempts=1).id
+    echo = cq.submit("demo.async_echo", {"ms": 10}).id
+    hung = cq.submit("demo.async_hang", {"seconds": 30}, max_attempts=1).id
     worker = start_worker("--max-run-ms", "1500", "--concurrency", "2")
     wait_until(
         lambda: Task.objects.get(id=hung).status == "failed", 20, what="async timeout"
@@ -223,8 +223,8 @@ def test_async_handler_and_async_timeout(cairnq_db: Any, start_worker: Any) -> N
 def test_names_without_a_handler_are_never_claimed(
     cairnq_db: Any, start_worker: Any
 ) -> None:
-    unknown = api.submit("nobody.handles.this", {}).id
-    known = api.submit("demo.noop", {}).id
+    unknown = cq.submit("nobody.handles.this", {}).id
+    known = cq.submit("demo.noop", {}).id
     worker = start_worker("--burst")
     assert worker.wait() == 0
     stranger, done = rows([unknown, known])
@@ -237,8 +237,8 @@ def test_names_without_a_handler_are_never_claimed(
 
 
 def test_task_flag_limits_handlers(cairnq_db: Any, start_worker: Any) -> None:
-    noop = api.submit("demo.noop", {}).id
-    other = api.submit("demo.progress", {}).id
+    noop = cq.submit("demo.noop", {}).id
+    other = cq.submit("demo.progress", {}).id
     worker = start_worker("--burst", "--task", "demo.noop")
     assert worker.wait() == 0
     assert [t.status for t in rows([noop, other])] == ["succeeded", "queued"]
@@ -246,7 +246,7 @@ def test_task_flag_limits_handlers(cairnq_db: Any, start_worker: Any) -> None:
 
 def test_too_many_abandoned_threads_exit_3(cairnq_db: Any, start_worker: Any) -> None:
     ids = [
-        api.submit("demo.stubborn", {"seconds": 20}, max_attempts=1).id
+        cq.submit("demo.stubborn", {"seconds": 20}, max_attempts=1).id
         for _ in range(9)
     ]
     worker = start_worker(
@@ -260,10 +260,10 @@ def test_too_many_abandoned_threads_exit_3(cairnq_db: Any, start_worker: Any) ->
 def test_one_unstorable_result_does_not_sink_the_batch(
     cairnq_db: Any, dialect: str, start_worker: Any
 ) -> None:
-    good = [api.submit("demo.echo_batch", {"value": {"i": i}}).id for i in range(3)]
+    good = [cq.submit("demo.echo_batch", {"value": {"i": i}}).id for i in range(3)]
     # The handler returns a string with NUL: valid JSON that PostgreSQL's jsonb
     # refuses (SQLite stores it), in the same complete_many as the good ones.
-    bad = api.submit("demo.echo_batch", {"nul": True}, max_attempts=3).id
+    bad = cq.submit("demo.echo_batch", {"nul": True}, max_attempts=3).id
     worker = start_worker("--burst")
     assert worker.wait() == 0, worker.output()[-2000:]
     for i, task in enumerate(rows(good)):
@@ -279,7 +279,7 @@ def test_one_unstorable_result_does_not_sink_the_batch(
 def test_heartbeat_keeps_a_long_task_beyond_its_lease(
     cairnq_db: Any, start_worker: Any
 ) -> None:
-    task_id = api.submit("demo.sleep", {"ms": 2500}).id
+    task_id = cq.submit("demo.sleep", {"ms": 2500}).id
     worker = start_worker("--burst", "--lease-ms", "900")
     assert worker.wait(30) == 0
     task = Task.objects.get(id=task_id)
@@ -289,7 +289,7 @@ def test_heartbeat_keeps_a_long_task_beyond_its_lease(
 def test_lease_lost_on_the_beat_flags_only_the_context(
     cairnq_db: Any, start_worker: Any, ledger: Any
 ) -> None:
-    task_id = api.submit("demo.hang", {"seconds": 60}).id
+    task_id = cq.submit("demo.hang", {"seconds": 60}).id
     worker = start_worker(overrides={"LEASE_MS": 1500})
     wait_until(lambda: [e for e in ledger() if e["event"] == "start"], 20, what="start")
     assert Task.objects.filter(id=task_id).update(worker_id="worker_thief") == 1
@@ -310,7 +310,7 @@ def test_lease_lost_on_the_beat_flags_only_the_context(
         what="lease-lost log line",
     )
     # The worker keeps working.
-    follow = api.submit("demo.noop", {"result": 1}).id
+    follow = cq.submit("demo.noop", {"result": 1}).id
     wait_until(
         lambda: Task.objects.get(id=follow).status == "succeeded", 10, what="next task"
     )
@@ -319,9 +319,9 @@ def test_lease_lost_on_the_beat_flags_only_the_context(
 def test_system_exit_in_a_handler_is_that_tasks_failure(
     cairnq_db: Any, start_worker: Any
 ) -> None:
-    exiting = api.submit("demo.system_exit", {}, max_attempts=1).id
-    interrupted = api.submit("demo.system_exit", {"interrupt": True}, max_attempts=1).id
-    after = api.submit("demo.noop", {"result": "still here"}).id
+    exiting = cq.submit("demo.system_exit", {}, max_attempts=1).id
+    interrupted = cq.submit("demo.system_exit", {"interrupt": True}, max_attempts=1).id
+    after = cq.submit("demo.noop", {"result": "still here"}).id
     worker = start_worker("--burst")
     assert worker.wait() == 0
     first, second, third = rows([exiting, interrupted, after])

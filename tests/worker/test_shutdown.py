@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from cairnq_django.client import api
+import cairnq_django as cq
 from cairnq_django.models import Task
 
 from .conftest import wait_until
@@ -33,9 +33,9 @@ def test_idle_worker_stops_within_a_second(cairnq_db: Any, start_worker: Any) ->
 def test_sigterm_drains_then_hands_back(
     cairnq_db: Any, start_worker: Any, ledger: Any
 ) -> None:
-    short = api.submit("demo.sleep", {"ms": 700}, priority=5).id
-    long = api.submit("demo.hang", {"seconds": 60}, priority=5).id
-    later = api.submit("demo.sleep", {"ms": 10}).id
+    short = cq.submit("demo.sleep", {"ms": 700}, priority=5).id
+    long = cq.submit("demo.hang", {"seconds": 60}, priority=5).id
+    later = cq.submit("demo.sleep", {"ms": 10}).id
     worker = start_worker("--concurrency", "2", "--drain-timeout", "2")
     wait_until(
         lambda: len([e for e in ledger() if e["event"] == "start"]) == 2,
@@ -77,7 +77,7 @@ def test_sigterm_drains_then_hands_back(
 def test_second_signal_exits_at_once(
     cairnq_db: Any, start_worker: Any, ledger: Any
 ) -> None:
-    task_id = api.submit("demo.hang", {"seconds": 60}).id
+    task_id = cq.submit("demo.hang", {"seconds": 60}).id
     worker = start_worker("--drain-timeout", "30")
     wait_until(lambda: [e for e in ledger() if e["event"] == "start"], 20, what="start")
     worker.signal(signal.SIGINT)
@@ -106,7 +106,7 @@ def test_handlers_returning_after_sigterm_are_settled_once(
     for round_no in range(SETTLE_ROUNDS):
         starts_before = len([e for e in ledger() if e["event"] == "start"])
         batch = [
-            api.submit("demo.sleep", {"ms": 400}).id
+            cq.submit("demo.sleep", {"ms": 400}).id
             for _ in range(SETTLE_WORKERS * SETTLE_CONCURRENCY)
         ]
         submitted += batch

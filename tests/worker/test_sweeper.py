@@ -11,7 +11,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.test.utils import override_settings
 
-from cairnq_django.client import api
+import cairnq_django as cq
 from cairnq_django.models import Task
 
 from .conftest import wait_until
@@ -20,8 +20,8 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def test_running_worker_sweeps_retention(cairnq_db: Any, start_worker: Any) -> None:
-    done = [api.submit("demo.noop", {}).id for _ in range(3)]
-    failed = api.submit("demo.crash", {}, max_attempts=1).id
+    done = [cq.submit("demo.noop", {}).id for _ in range(3)]
+    failed = cq.submit("demo.crash", {}, max_attempts=1).id
     worker = start_worker(
         overrides={"RETENTION": {"succeeded": 0}, "RETENTION_INTERVAL_MS": 200}
     )
@@ -33,7 +33,7 @@ def test_running_worker_sweeps_retention(cairnq_db: Any, start_worker: Any) -> N
     assert Task.objects.get(id=failed).status == "failed"
     assert "retention sweep purged" in worker.output()
     # Live rows are never swept.
-    later = api.submit("demo.hang", {"seconds": 30}).id
+    later = cq.submit("demo.hang", {"seconds": 30}).id
     wait_until(
         lambda: Task.objects.get(id=later).status == "running", 10, what="running"
     )

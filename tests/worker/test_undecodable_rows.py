@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from django.db import connection
 
-from cairnq_django.client import api
+import cairnq_django as cq
 from cairnq_django.models import Task
 from tests._foreign_rows import BIG_INT, DEEP, JSON5, LARGE_DEEP, leaseless, overwrite
 
@@ -27,7 +27,7 @@ FAST = {"LEASE_MS": 3000, "HEARTBEAT_INTERVAL_MS": 500, "POLL_INTERVAL_MS": 50, 
 
 
 def _final(ids: list[str]) -> dict[str, Task]:
-    rows = {task_id: api.get(task_id) for task_id in ids}
+    rows = {task_id: cq.get(task_id) for task_id in ids}
     assert all(row is not None for row in rows.values())
     return rows  # type: ignore[return-value]
 
@@ -62,12 +62,12 @@ def _started_ids(ledger: Any) -> list[str]:
 def test_single_claims_fail_only_the_undecodable_rows(
     cairnq_db: Any, start_worker: Any, ledger: Any
 ) -> None:
-    good = [api.submit("faults.echo", {}).id for _ in range(4)]
-    deep_payload = api.submit("faults.echo", {}).id
-    big_metadata = api.submit("faults.echo", {}).id
-    third = api.submit("faults.echo", {}).id
-    good_async = api.submit("demo.async_echo", {"v": 1}).id
-    bad_async = api.submit("demo.async_echo", {"v": 2}).id
+    good = [cq.submit("faults.echo", {}).id for _ in range(4)]
+    deep_payload = cq.submit("faults.echo", {}).id
+    big_metadata = cq.submit("faults.echo", {}).id
+    third = cq.submit("faults.echo", {}).id
+    good_async = cq.submit("demo.async_echo", {"v": 1}).id
+    bad_async = cq.submit("demo.async_echo", {"v": 2}).id
     overwrite(deep_payload, "payload", DEEP)
     overwrite(big_metadata, "metadata", BIG_INT)
     overwrite(bad_async, "payload", BIG_INT)
@@ -93,7 +93,7 @@ def test_single_claims_fail_only_the_undecodable_rows(
 def test_a_batch_runs_every_task_but_the_undecodable_ones(
     cairnq_db: Any, start_worker: Any, ledger: Any
 ) -> None:
-    ids = [api.submit("demo.batch", {"n": n}).id for n in range(6)]
+    ids = [cq.submit("demo.batch", {"n": n}).id for n in range(6)]
     overwrite(ids[1], "payload", DEEP)
     overwrite(ids[4], "metadata", BIG_INT)
     _drain(start_worker)
@@ -115,9 +115,9 @@ def test_a_deferred_payload_that_turns_out_undecodable_fails_alone(
 ) -> None:
     # Over 256 KiB: the claim leaves these payloads in the database and the
     # handler's thread fetches them; the bad text shows only then.
-    sync_bad, sync_good = api.submit("faults.echo", {}).id, api.submit("faults.echo", {"blob": "y" * 300_000}).id
-    async_bad = api.submit("demo.async_echo", {}).id
-    batch = [api.submit("demo.batch", {"n": n}).id for n in range(4)]
+    sync_bad, sync_good = cq.submit("faults.echo", {}).id, cq.submit("faults.echo", {"blob": "y" * 300_000}).id
+    async_bad = cq.submit("demo.async_echo", {}).id
+    batch = [cq.submit("demo.batch", {"n": n}).id for n in range(4)]
     for task_id in (sync_bad, async_bad, batch[2]):
         overwrite(task_id, "payload", LARGE_DEEP)
     _drain(start_worker)
@@ -133,16 +133,16 @@ def test_a_deferred_payload_that_turns_out_undecodable_fails_alone(
 
 
 def test_the_bad_row_can_be_retried_and_canceled_after(cairnq_db: Any, start_worker: Any) -> None:
-    bad = api.submit("faults.echo", {}).id
+    bad = cq.submit("faults.echo", {}).id
     overwrite(bad, "payload", DEEP)
     _drain(start_worker)
     _assert_bad_payload(_final([bad])[bad], "payload")
     # Retried as is, it fails the same way, alone; mended, it runs.
-    assert api.retry(bad, reset_attempt=True) is not None
+    assert cq.retry(bad, reset_attempt=True) is not None
     _drain(start_worker)
     _assert_bad_payload(_final([bad])[bad], "payload")
     overwrite(bad, "payload", "{}")
-    assert api.retry(bad, reset_attempt=True) is not None
+    assert cq.retry(bad, reset_attempt=True) is not None
     _drain(start_worker)
     assert _final([bad])[bad].status == "succeeded"
 
@@ -150,8 +150,8 @@ def test_the_bad_row_can_be_retried_and_canceled_after(cairnq_db: Any, start_wor
 def test_a_running_row_without_a_lease_is_recovered_and_runs(
     cairnq_db: Any, start_worker: Any, ledger: Any
 ) -> None:
-    stuck = api.submit("faults.echo", {}).id
-    spent = api.submit("faults.echo", {}).id
+    stuck = cq.submit("faults.echo", {}).id
+    spent = cq.submit("faults.echo", {}).id
     leaseless(stuck, attempt=1)
     leaseless(spent, attempt=3)
     started = time.monotonic()

@@ -20,7 +20,7 @@ from django.db import connection
 from django.test import Client
 from django.urls import reverse
 
-from cairnq_django.client import api
+import cairnq_django as cq
 from cairnq_django.protocol.ids import task_id as new_task_id
 from cairnq_django.models import Task
 from cairnq_django.store import get_store
@@ -59,7 +59,7 @@ def checks_run(output: str) -> int:
 def test_worker_warns_once_per_unserved_name(cairnq_db: Any, start_worker: Any) -> None:
     ghost = insert_raw("ghost.rawsql")
     elsewhere = insert_raw("ghost.elsewhere", queue="not-mine")
-    known = api.submit("demo.noop", {}).id
+    known = cq.submit("demo.noop", {}).id
     worker = start_worker(overrides=CHECK)
     worker.wait_ready()
     wait_until(lambda: warnings_for(worker.output(), "ghost.rawsql"), 20, what="the warning")
@@ -95,7 +95,7 @@ def test_worker_warns_once_per_unserved_name(cairnq_db: Any, start_worker: Any) 
 
 
 def test_name_left_out_by_task_flag_is_named_as_such(cairnq_db: Any, start_worker: Any) -> None:
-    api.submit("demo.noop", {})
+    cq.submit("demo.noop", {})
     worker = start_worker("--task", "demo.sleep", overrides=CHECK)
     wait_until(lambda: warnings_for(worker.output(), "demo.noop"), 20, what="the warning")
     assert "registered, but not in this worker's --task list" in warnings_for(worker.output(), "demo.noop")[0]
@@ -107,7 +107,7 @@ def test_check_in_process_reports_each_name_once(store: Any, caplog: pytest.LogC
     insert_raw("ghost.a")
     insert_raw("ghost.a", queue="second")
     insert_raw("ghost.b", queue="second")
-    api.submit("demo.noop", {})
+    cq.submit("demo.noop", {})
     sweeper = Sweeper(
         store,
         interval_ms=3_600_000,

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from django.db import connection
 
-from cairnq_django.client import api
+import cairnq_django as cq
 from cairnq_django.models import Task
 
 from .conftest import wait_until
@@ -29,7 +29,7 @@ def test_pickup_is_prompt_with_a_long_poll_interval(
     latencies = []
     for i in range(5):
         sent = time.monotonic()
-        task_id = api.submit("demo.noop", {"result": i}).id
+        task_id = cq.submit("demo.noop", {"result": i}).id
         wait_until(
             lambda t=task_id: Task.objects.get(id=t).status == "succeeded",
             5,
@@ -58,7 +58,7 @@ def test_pg_terminate_backend_mid_run(
 ) -> None:
     if dialect != "postgres":
         pytest.skip("pg_terminate_backend is PostgreSQL only")
-    ids = [api.submit("demo.sleep", {"ms": 60}).id for _ in range(60)]
+    ids = [cq.submit("demo.sleep", {"ms": 60}).id for _ in range(60)]
     worker = start_worker("--concurrency", "2", overrides={"LEASE_MS": 3000})
     worker_id = worker.wait_ready()
     wait_until(

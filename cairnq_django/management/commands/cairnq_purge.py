@@ -43,7 +43,8 @@ def _status(text: str) -> str:
 
 
 def _text(text: str) -> str:
-    # The rule purge() applies to its filters: storable, at most 1024 bytes.
+    # The rule purge() applies to its filters (bounds.text_problem), refused here
+    # as a usage error instead of a traceback.
     problem = bounds.text_problem(text)
     if problem is not None:
         raise argparse.ArgumentTypeError(problem)

@@ -26,8 +26,12 @@ from ...conf import (
     resources_problems,
 )
 from ...protocol import bounds
+from ...protocol.backoff import Backoff
 
 _MIGRATE_HINT = "run manage.py migrate cairnq"
+# A database not reachable at start is retried after 0.5 s doubling to 5 s.
+_START_RETRY_FIRST_S = 0.5
+_START_RETRY_MAX_S = 5.0
 
 # The worker's own handler, when the project logs "cairnq_django" nowhere.
 _LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -77,8 +81,8 @@ def _seconds(text: str) -> float:
 
 
 def _queue(text: str) -> str:
-    # What submit refuses (NUL, a lone surrogate -- undecodable bytes on the
-    # command line arrive as one -- over 1024 bytes), and blank names.
+    # What submit refuses (bounds.text_problem; undecodable bytes on the command
+    # line arrive as a lone surrogate), and blank names.
     problem = bounds.text_problem(text)
     if problem is not None:
         raise argparse.ArgumentTypeError(problem)
@@ -384,7 +388,7 @@ class Command(BaseCommand):
         """
         from django.db.migrations.executor import MigrationExecutor
 
-        delay = 0.5
+        retries = Backoff(_START_RETRY_FIRST_S, _START_RETRY_MAX_S, jitter=False)
         while True:
             try:
                 connection = connections[alias]
@@ -402,12 +406,12 @@ class Command(BaseCommand):
                     raise CommandError(
                         f"cannot open database {alias!r} ({_describe(alias)}): {exc}"
                     ) from exc
+                delay = retries.next_delay()
                 self.stderr.write(
                     f"database unavailable ({exc}); retrying in {delay:.1f} s"
                 )
                 connections[alias].close()
                 time.sleep(delay)
-                delay = min(5.0, delay * 2)
         if pending:
             raise CommandError(
                 f"cairnq migrations are not applied to database {alias!r}; {_MIGRATE_HINT}"

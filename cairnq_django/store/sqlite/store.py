@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import random
 import sqlite3
 import time
 from collections.abc import Callable, Sequence
@@ -35,6 +34,7 @@ from django.db import OperationalError, connections, transaction
 
 from ...conf import get_config
 from ...exceptions import DatabaseFull
+from ...protocol.backoff import capped_doubling, equal_jitter
 from ..sql_store import SQLStore
 from .large_rows import step_sql
 from .durability import relaxed_commits
@@ -42,7 +42,9 @@ from .durability import relaxed_commits
 T = TypeVar("T")
 
 _BUSY_MESSAGES = ("database is locked", "database is busy", "database table is locked")
+# A locked database is retried after 1 ms doubling to 50 ms, with equal jitter.
 _FIRST_BACKOFF_S = 0.001
+_MAX_BACKOFF_S = 0.05
 
 # Above this payload limit the worker's writes avoid RETURNING (see above).
 LARGE_ROW_BYTES = 8 << 20
@@ -64,7 +66,6 @@ _LARGE_ROW_STEPS: dict[str, tuple[str, str, str | None]] = {
     "succeed": ("owned_one_pick", "succeed_write", "tasks_read"),
     "fail": ("owned_one_pick", "fail_write", "tasks_read"),
 }
-_MAX_BACKOFF_S = 0.05
 
 
 def _is_busy(exc: BaseException) -> bool:
@@ -165,7 +166,7 @@ class SQLiteStore(SQLStore):
             return operation()
         budget_ms = int(get_config()["SQLITE_BUSY_TIMEOUT_MS"])
         deadline = time.monotonic() + budget_ms / 1000
-        backoff = _FIRST_BACKOFF_S
+        waits = 0
         while True:
             try:
                 return operation()
@@ -178,7 +179,7 @@ class SQLiteStore(SQLStore):
                         f"cairnq: the SQLite database stayed locked by another writer for "
                         f"{budget_ms} ms (CAIRNQ['SQLITE_BUSY_TIMEOUT_MS']); gave up: {exc}"
                     ) from exc
-                # Equal jitter, so contending processes spread out instead of
+                # Jittered, so contending processes spread out instead of
                 # retrying in lockstep.
-                time.sleep(min(left, backoff / 2 + random.random() * backoff / 2))
-                backoff = min(backoff * 2, _MAX_BACKOFF_S)
+                waits += 1
+                time.sleep(min(left, equal_jitter(capped_doubling(waits, _FIRST_BACKOFF_S, _MAX_BACKOFF_S))))
