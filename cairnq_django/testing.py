@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from asgiref.sync import async_to_sync, sync_to_async
 
 from . import signals
-from .tasks.context import ContextHooks, TaskContext
+from .worker.attempt import Attempt, AttemptOwner
 from .exceptions import LostLease, SerializationError
 from .protocol.payload import encode
 from .protocol.envelopes import raised_envelope, unserializable_envelope
@@ -74,11 +74,8 @@ class _CallerThreadExecutor(concurrent.futures.Executor):
         return future
 
 
-class _InlineHooks(ContextHooks):
+class _InlineOwner(AttemptOwner):
     db_executor = _CallerThreadExecutor()
-
-
-_HOOKS = _InlineHooks()
 
 
 def _queued_queues(store: Store) -> list[str]:
@@ -89,38 +86,39 @@ def _queued_queues(store: Store) -> list[str]:
     )
 
 
-def _call(definition: TaskDefinition, ctxs: list[TaskContext]) -> Any:
+def _call(definition: TaskDefinition, attempts: list[Attempt]) -> Any:
     func = definition.func
     if definition.batch is not None:
-        args: tuple[Any, ...] = (ctxs,)
+        args: tuple[Any, ...] = ([attempt.context for attempt in attempts],)
     elif definition.takes_payload:
-        args = (ctxs[0], ctxs[0].payload)
+        args = (attempts[0].context, attempts[0].context.payload)
     else:
-        args = (ctxs[0],)
+        args = (attempts[0].context,)
     if definition.is_async:
         # Inside the event loop the database is off limits: fetch the payloads
         # a claim left in the database now, as the worker does for async calls.
-        for ctx in ctxs:
-            ctx._load_payload()
+        for attempt in attempts:
+            attempt.load_payload()
         return async_to_sync(func)(*args)
     return func(*args)
 
 
-def _settle(store: Store, definition: TaskDefinition, ctxs: list[TaskContext], value: Any, raised: BaseException | None, *, backoff: bool) -> list[Task]:
+def _settle(store: Store, definition: TaskDefinition, attempts: list[Attempt], value: Any, raised: BaseException | None, *, backoff: bool) -> list[Task]:
     """Settle what the handler left unsettled by how the call ended (protocol 4.7)."""
     rows: list[Task] = []
-    left = [ctx for ctx in ctxs if not ctx.lost_lease and ctx._begin_settle()]
+    left = [attempt for attempt in attempts if attempt.reserve()]
     if isinstance(raised, LostLease):
-        for ctx in left:
-            ctx._end_settle(None)
+        for attempt in left:
+            attempt.end_settle(None)
         return rows
-    for ctx in left:
+    for attempt in left:
+        task = attempt.task
         failure: tuple[dict[str, Any], bool] | None = None
         result_json = None
         if raised is None:
             result = value
             if definition.batch is not None:
-                result = value.get(ctx.task_id) if isinstance(value, dict) else None
+                result = value.get(task.id) if isinstance(value, dict) else None
             try:
                 result_json = None if result is None else encode(result, what="result")
             except SerializationError as exc:
@@ -130,15 +128,15 @@ def _settle(store: Store, definition: TaskDefinition, ctxs: list[TaskContext], v
         row = None
         try:
             if failure is None:
-                row = store.complete(ctx.task_id, WORKER_ID, result_json)
+                row = store.complete(task.id, WORKER_ID, result_json)
             else:
                 envelope, retryable = failure
-                delay = retry_delay_ms(ctx.attempt, retryable=retryable) if backoff else 0
-                row = store.fail(ctx.task_id, WORKER_ID, envelope, retryable=retryable, delay_ms=delay)
+                delay = retry_delay_ms(task.attempt, retryable=retryable) if backoff else 0
+                row = store.fail(task.id, WORKER_ID, envelope, retryable=retryable, delay_ms=delay)
         except LostLease:
-            ctx._mark_lost()
+            attempt.mark_lost()
         finally:
-            ctx._end_settle(row.status if row is not None else None)
+            attempt.end_settle(row.status if row is not None else None)
         if row is not None:
             rows.append(row)
     return rows
@@ -155,30 +153,32 @@ def run_task(store: Store, rows: Sequence[Task], *, backoff: bool = False) -> li
         return [
             store.fail(row.id, WORKER_ID, no_handler_envelope(row.name), retryable=False) for row in rows
         ]
-    ctxs = [TaskContext(store, row, WORKER_ID, LEASE_MS, hooks=_HOOKS) for row in rows]
-    for ctx in ctxs:
+    owner = _InlineOwner(store, WORKER_ID, LEASE_MS)
+    attempts = [Attempt(row, owner) for row in rows]
+    for row in rows:
         signals.task_started.send(
-            sender=TaskModel, task_id=ctx.task_id, name=ctx.name, queue=ctx.queue, attempt=ctx.attempt, worker_id=WORKER_ID
+            sender=TaskModel, task_id=row.id, name=row.name, queue=row.queue, attempt=row.attempt, worker_id=WORKER_ID
         )
     started = time.monotonic()
     value: Any = None
     raised: BaseException | None = None
     try:
-        value = _call(definition, ctxs)
+        value = _call(definition, attempts)
     except BaseException as exc:  # noqa: BLE001 - as in the worker, SystemExit and KeyboardInterrupt too
         raised = exc
-    settled = _settle(store, definition, ctxs, value, raised, backoff=backoff)
+    settled = _settle(store, definition, attempts, value, raised, backoff=backoff)
     duration_ms = int((time.monotonic() - started) * 1000)
-    for ctx in ctxs:
-        if ctx.status is not None:
+    for attempt in attempts:
+        if attempt.status is not None:
+            task = attempt.task
             signals.task_finished.send(
                 sender=TaskModel,
-                task_id=ctx.task_id,
-                name=ctx.name,
-                queue=ctx.queue,
-                attempt=ctx.attempt,
+                task_id=task.id,
+                name=task.name,
+                queue=task.queue,
+                attempt=task.attempt,
                 worker_id=WORKER_ID,
-                status=ctx.status,
+                status=attempt.status,
                 duration_ms=duration_ms,
             )
     return settled
