@@ -28,11 +28,10 @@ from typing import TYPE_CHECKING, Any
 from asgiref.sync import async_to_sync, sync_to_async
 
 from . import signals
+from .exceptions import LostLease
+from .protocol.backoff import DEFAULT_RETRY_BACKOFF_MAX_MS, DEFAULT_RETRY_BACKOFF_MS
 from .worker.attempt import Attempt, AttemptOwner
-from .exceptions import LostLease, SerializationError
-from .protocol.payload import encode
-from .protocol.envelopes import raised_envelope, unserializable_envelope
-from .protocol.backoff import retry_delay_ms
+from .worker.outcomes import NO_BACKOFF, RetryBackoff, Settlement, handler_args, settlements
 
 if TYPE_CHECKING:
     from .models import Task
@@ -44,6 +43,8 @@ __all__ = ["NotIdle", "run_task", "run_until_idle"]
 WORKER_ID = "worker_inline"
 # Long enough for any test's handler; nothing renews it inline.
 LEASE_MS = 3_600_000
+# ``backoff=True``: the protocol's default retry delays.
+_BACKOFF = RetryBackoff(DEFAULT_RETRY_BACKOFF_MS, DEFAULT_RETRY_BACKOFF_MAX_MS)
 
 
 class NotIdle(AssertionError):
@@ -86,53 +87,30 @@ def _queued_queues(store: Store) -> list[str]:
     )
 
 
-def _call(definition: TaskDefinition, attempts: list[Attempt]) -> Any:
-    func = definition.func
-    if definition.batch is not None:
-        args: tuple[Any, ...] = ([attempt.context for attempt in attempts],)
-    elif definition.takes_payload:
-        args = (attempts[0].context, attempts[0].context.payload)
-    else:
-        args = (attempts[0].context,)
+def _perform(definition: TaskDefinition, attempts: list[Attempt]) -> Any:
+    """Call the handler on this thread; an async one through ``async_to_sync``."""
     if definition.is_async:
         # Inside the event loop the database is off limits: fetch the payloads
         # a claim left in the database now, as the worker does for async calls.
         for attempt in attempts:
             attempt.load_payload()
-        return async_to_sync(func)(*args)
-    return func(*args)
+        return async_to_sync(definition.func)(*handler_args(definition, attempts))
+    return definition.func(*handler_args(definition, attempts))
 
 
-def _settle(store: Store, definition: TaskDefinition, attempts: list[Attempt], value: Any, raised: BaseException | None, *, backoff: bool) -> list[Task]:
-    """Settle what the handler left unsettled by how the call ended (protocol 4.7)."""
+def _write(store: Store, items: list[Settlement]) -> list[Task]:
+    """Write each settlement on this thread's connection, in order; return the rows written."""
     rows: list[Task] = []
-    left = [attempt for attempt in attempts if attempt.reserve()]
-    if isinstance(raised, LostLease):
-        for attempt in left:
-            attempt.end_settle(None)
-        return rows
-    for attempt in left:
-        task = attempt.task
-        failure: tuple[dict[str, Any], bool] | None = None
-        result_json = None
-        if raised is None:
-            result = value
-            if definition.batch is not None:
-                result = value.get(task.id) if isinstance(value, dict) else None
-            try:
-                result_json = None if result is None else encode(result, what="result")
-            except SerializationError as exc:
-                failure = (unserializable_envelope(str(exc).split(": ", 1)[-1]), False)
-        else:
-            failure = raised_envelope(raised)
+    for item in items:
+        attempt, failure = item.attempt, item.failure
         row = None
         try:
             if failure is None:
-                row = store.complete(task.id, WORKER_ID, result_json)
+                row = store.complete(attempt.task.id, WORKER_ID, item.result_json)
             else:
-                envelope, retryable = failure
-                delay = retry_delay_ms(task.attempt, retryable=retryable) if backoff else 0
-                row = store.fail(task.id, WORKER_ID, envelope, retryable=retryable, delay_ms=delay)
+                row = store.fail(
+                    failure.task_id, WORKER_ID, failure.error, retryable=failure.retryable, delay_ms=failure.delay_ms
+                )
         except LostLease:
             attempt.mark_lost()
         finally:
@@ -163,10 +141,19 @@ def run_task(store: Store, rows: Sequence[Task], *, backoff: bool = False) -> li
     value: Any = None
     raised: BaseException | None = None
     try:
-        value = _call(definition, attempts)
+        value = _perform(definition, attempts)
     except BaseException as exc:  # noqa: BLE001 - as in the worker, SystemExit and KeyboardInterrupt too
         raised = exc
-    settled = _settle(store, definition, attempts, value, raised, backoff=backoff)
+    items = settlements(
+        None,
+        attempts,
+        value,
+        raised,
+        batch=definition.batch is not None,
+        backoff=_BACKOFF if backoff else NO_BACKOFF,
+        log=False,
+    )
+    settled = _write(store, items)
     duration_ms = int((time.monotonic() - started) * 1000)
     for attempt in attempts:
         if attempt.status is not None:

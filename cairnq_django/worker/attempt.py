@@ -124,10 +124,6 @@ class Attempt:
         return context
 
     @property
-    def task_id(self) -> str:
-        return self.task.id
-
-    @property
     def busy(self) -> bool:
         """Settled, or a final write in progress: the row leaving ``running`` is ours."""
         return self.settled or self.settling

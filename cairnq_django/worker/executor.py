@@ -21,25 +21,15 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
-from ..exceptions import LostLease, SerializationError, TaskError
-from ..protocol.payload import encode
-from ..store.base import Failure
 from . import connections as _db
-from ..protocol.envelopes import (
-    raised_envelope,
-    timeout_envelope,
-    undecodable_envelope,
-    unserializable_envelope,
-)
-from ..protocol.backoff import retry_delay_ms
-from .settler import Settlement
+from ..protocol.envelopes import timeout_envelope, undecodable_envelope
+from .outcomes import RetryBackoff, Settlement, fail_settlement, handler_args, settlements
 
 if TYPE_CHECKING:
-    from ..tasks.context import TaskContext
     from ..tasks.registry import TaskDefinition
     from .attempt import Attempt
     from .budgets import Source
@@ -52,25 +42,6 @@ RUNNING, RETURNED, ABANDONED = "running", "returned", "abandoned"
 HANDED_BACK = "handed_back"
 
 
-def _object_payload(ctx: TaskContext) -> Any:
-    """Return the task's payload, or fail the task permanently if it is not a JSON object.
-
-    Submit only writes objects; another writer (raw SQL, a foreign SDK) may
-    not. A retry would meet the same row, so this is not retryable. A large
-    payload the claim left in the database is fetched here, on the handler's
-    thread (``TaskContext.payload``).
-    """
-    payload = ctx.payload
-    if isinstance(payload, dict):
-        return payload
-    raise TaskError(
-        f"payload must be a JSON object, got {type(payload).__name__}",
-        type="BadPayload",
-        code="bad_payload",
-        retryable=False,
-    )
-
-
 def _load_payloads(attempts: list[Attempt]) -> None:
     for attempt in attempts:
         attempt.load_payload()
@@ -78,15 +49,6 @@ def _load_payloads(attempts: list[Attempt]) -> None:
 
 def _deferred(attempts: list[Attempt]) -> bool:
     return any(attempt.payload_deferred for attempt in attempts)
-
-
-def _args(definition: TaskDefinition, attempts: list[Attempt]) -> tuple[Any, ...]:
-    if definition.batch is not None:
-        return ([attempt.context for attempt in attempts],)
-    ctx = attempts[0].context
-    if definition.takes_payload:
-        return (ctx, _object_payload(ctx))
-    return (ctx,)
 
 
 class Call:
@@ -156,7 +118,7 @@ class _DbThreadPool(ThreadPoolExecutor):
 
 
 class Executor:
-    """Start handler calls and turn their outcomes into settlements."""
+    """Start handler calls and hand their outcomes (``outcomes.settlements``) to ``settle``."""
 
     def __init__(
         self,
@@ -174,8 +136,7 @@ class Executor:
         self.alias = alias
         self.application_name = application_name
         self.max_run_ms = max_run_ms
-        self.retry_backoff_ms = retry_backoff_ms
-        self.retry_backoff_max_ms = retry_backoff_max_ms
+        self.backoff = RetryBackoff(retry_backoff_ms, retry_backoff_max_ms)
         self.settle = settle
         self.on_end = on_end
         self._lock = threading.Lock()
@@ -301,7 +262,7 @@ class Executor:
                 # here, on the handler's thread, before the handler runs.
                 _load_payloads(attempts)
                 attempts = self._admit(call)
-            value = definition.func(*_args(definition, attempts)) if attempts else None
+            value = definition.func(*handler_args(definition, attempts)) if attempts else None
             raised: BaseException | None = None
         except BaseException as exc:  # noqa: BLE001 - SystemExit from a handler thread is that task's failure
             value, raised = None, exc
@@ -321,7 +282,7 @@ class Executor:
                     self.db_executor, _load_payloads, attempts
                 )
                 attempts = self._admit(call)
-            value = await definition.func(*_args(definition, attempts)) if attempts else None
+            value = await definition.func(*handler_args(definition, attempts)) if attempts else None
             raised: BaseException | None = None
         except asyncio.CancelledError as exc:
             if call.state != RUNNING:
@@ -346,12 +307,12 @@ class Executor:
                 logger.warning(
                     "task=%s name=%s not run: %s", attempt.task.id, attempt.task.name, failure["message"]
                 )
-                bad.append(self._failure(call, attempt, failure, False))
+                bad.append(fail_settlement(attempt, call, failure, False, self.backoff))
         if not bad:
             return call.attempts
         self.settle(bad)
-        failed = {id(item.attempt) for item in bad}
-        return [attempt for attempt in call.attempts if id(attempt) not in failed]
+        settled = {id(item.attempt) for item in bad}
+        return [attempt for attempt in call.attempts if id(attempt) not in settled]
 
     # ---- outcomes ---------------------------------------------------------------------
     def _finish(self, call: Call, value: Any, raised: BaseException | None) -> None:
@@ -365,7 +326,18 @@ class Executor:
                 # Let a large payload go now, not when the settlement is written.
                 attempt.drop_payload()
             self.on_end(call)
-            self.settle(self.leftovers(call, value, raised))
+            definition = call.definition
+            self.settle(
+                settlements(
+                    call,
+                    call.attempts,
+                    value,
+                    raised,
+                    batch=definition is not None and definition.batch is not None,
+                    backoff=self.backoff,
+                    log=True,
+                )
+            )
         finally:
             self._delivered()
 
@@ -401,77 +373,6 @@ class Executor:
             call.state = HANDED_BACK
         self._delivered()
         return True
-
-    def leftovers(
-        self, call: Call, value: Any, raised: BaseException | None
-    ) -> list[Settlement]:
-        """Settle what the handler did not settle itself, by how the call ended (protocol 4.7)."""
-        left = [attempt for attempt in call.attempts if attempt.reserve()]
-        if not left:
-            return []
-        if raised is None:
-            batched = call.definition is not None and call.definition.batch is not None
-            results: Mapping[str, Any] | None = None
-            if batched:
-                results = value if isinstance(value, Mapping) else {}
-            items = []
-            for attempt in left:
-                task = attempt.task
-                result = results.get(task.id) if results is not None else value
-                try:
-                    result_json = (
-                        None if result is None else encode(result, what="result")
-                    )
-                except SerializationError as exc:
-                    logger.warning(
-                        "task=%s name=%s returned an unserializable result: %s",
-                        task.id,
-                        task.name,
-                        exc,
-                    )
-                    items.append(
-                        self._failure(
-                            call,
-                            attempt,
-                            unserializable_envelope(str(exc).split(": ", 1)[-1]),
-                            False,
-                        )
-                    )
-                    continue
-                items.append(Settlement(attempt, call, result_json=result_json))
-            return items
-        if isinstance(raised, LostLease):
-            # A write already learned the lease is gone: leave the rest to lease expiry.
-            for attempt in left:
-                attempt.end_settle(None)
-            return []
-        envelope, retryable = raised_envelope(raised)
-        logger.warning(
-            "handler raised: name=%s tasks=%s attempt=%s duration_ms=%s",
-            call.name,
-            ",".join(attempt.task.id for attempt in left[:4])
-            + ("..." if len(left) > 4 else ""),
-            left[0].task.attempt,
-            call.duration_ms,
-            # A TaskError is a decided outcome, not a crash: no traceback.
-            exc_info=None if isinstance(raised, TaskError) else raised,
-        )
-        return [self._failure(call, attempt, envelope, retryable) for attempt in left]
-
-    def _failure(
-        self, call: Call, attempt: Attempt, envelope: dict[str, Any], retryable: bool
-    ) -> Settlement:
-        delay = retry_delay_ms(
-            attempt.task.attempt,
-            base_ms=self.retry_backoff_ms,
-            max_ms=self.retry_backoff_max_ms,
-            retryable=retryable,
-        )
-        return Settlement(
-            attempt,
-            call,
-            failure=Failure(attempt.task.id, envelope, retryable=retryable, delay_ms=delay),
-        )
 
     # ---- max_run_ms ----------------------------------------------------------------------
     def _watch_deadlines(self) -> None:
@@ -526,6 +427,6 @@ class Executor:
         try:
             self.on_end(call)
             envelope = timeout_envelope(call.name, self.max_run_ms or 0)
-            self.settle([self._failure(call, attempt, envelope, True) for attempt in left])
+            self.settle([fail_settlement(attempt, call, envelope, True, self.backoff) for attempt in left])
         finally:
             self._delivered()

@@ -32,7 +32,8 @@ from .db_file import DatabaseFile
 from .executor import Call, Executor
 from .heartbeat import Heartbeat, beat_interval_ms
 from .budgets import Budgets, Source, build_sources
-from .settler import Settlement, Settler
+from .outcomes import NO_BACKOFF, Settlement, fail_settlement
+from .settler import Settler
 from .housekeeping import Sweeper
 from .wakeups import CommitWaker, PgWaker, Waker
 
@@ -211,7 +212,7 @@ class Worker(AttemptOwner):
             interval_ms=beat_interval_ms(
                 options.lease_ms, options.heartbeat_interval_ms
             ),
-            live=self._live_contexts,
+            live=self._live_attempts,
             on_lost=Attempt.lose,
             application_name=self.application_name,
             write_lock=self.write_lock,
@@ -328,7 +329,7 @@ class Worker(AttemptOwner):
         self._finished(attempt, status, entry[1] if entry else None)
 
     # ---- bookkeeping callbacks ------------------------------------------------------------
-    def _live_contexts(self) -> list[Attempt]:
+    def _live_attempts(self) -> list[Attempt]:
         with self._inflight_lock:
             return [entry[0] for entry in self.inflight.values()]
 
@@ -746,11 +747,9 @@ class Worker(AttemptOwner):
                     logger.warning("no handler for claimed task name=%s", rows[0].name)
                     for attempt in attempts:
                         attempt.begin_settle()
+                    envelope = no_handler_envelope(rows[0].name)
                     self.settler.put(
-                        [
-                            Settlement(attempt, call, failure=self._no_handler(attempt))
-                            for attempt in attempts
-                        ]
+                        [fail_settlement(attempt, call, envelope, False, NO_BACKOFF) for attempt in attempts]
                     )
                     continue
                 self.budgets.acquire(source, nbytes)
@@ -790,11 +789,9 @@ class Worker(AttemptOwner):
         ]
         if not bad:
             return attempts
-        from ..store.base import Failure
-
         call = Call(None, source, [attempt for attempt, _ in bad], 0)
         call.started = call.ended = time.monotonic()
-        settlements = []
+        settlements: list[Settlement] = []
         with self._inflight_lock:
             for attempt, _ in bad:
                 self.inflight[attempt.task.id] = (attempt, call)
@@ -802,19 +799,10 @@ class Worker(AttemptOwner):
             task = attempt.task
             logger.warning("task=%s name=%s not run: %s", task.id, task.name, failure["message"])
             attempt.begin_settle()
-            settlements.append(
-                Settlement(attempt, call, failure=Failure(task.id, failure, retryable=False, delay_ms=0))
-            )
+            settlements.append(fail_settlement(attempt, call, failure, False, NO_BACKOFF))
         self.settler.put(settlements)
-        failed = {id(attempt) for attempt, _ in bad}
-        return [attempt for attempt in attempts if id(attempt) not in failed]
-
-    def _no_handler(self, attempt: Attempt) -> Any:
-        from ..store.base import Failure
-
-        return Failure(
-            attempt.task.id, no_handler_envelope(attempt.task.name), retryable=False, delay_ms=0
-        )
+        settled = {id(attempt) for attempt, _ in bad}
+        return [attempt for attempt in attempts if id(attempt) not in settled]
 
     # ---- shutdown ----------------------------------------------------------------------------
     def _shutdown(self) -> None:

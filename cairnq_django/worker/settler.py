@@ -17,7 +17,6 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from django.db import InterfaceError, OperationalError
@@ -26,10 +25,10 @@ from ..exceptions import LostLease
 from ..store.base import Failure
 from . import connections as _db
 from ..protocol.envelopes import unserializable_envelope
+from .outcomes import Settlement
 
 if TYPE_CHECKING:
     from ..store.base import Store
-    from .attempt import Attempt
 
 logger = logging.getLogger("cairnq_django.worker")
 
@@ -37,17 +36,6 @@ logger = logging.getLogger("cairnq_django.worker")
 _TRANSIENT = (OperationalError, InterfaceError)
 # Most rows one statement carries; more wait for the next round.
 _MAX_ROWS = 2048
-
-
-@dataclass
-class Settlement:
-    """One task's final write: a completion (``result_json``) or a failure."""
-
-    attempt: Attempt
-    call: Any
-    result_json: str | None = None
-    failure: Failure | None = None
-    queued_at: float = 0.0
 
 
 class Settler:
