@@ -28,11 +28,10 @@ from typing import TYPE_CHECKING, Any
 from asgiref.sync import async_to_sync, sync_to_async
 
 from . import signals
-from .tasks.context import ContextHooks, TaskContext
-from .exceptions import LostLease, SerializationError
-from .protocol.payload import encode
-from .protocol.envelopes import raised_envelope, unserializable_envelope
-from .protocol.backoff import retry_delay_ms
+from .exceptions import LostLease
+from .protocol.backoff import DEFAULT_RETRY_BACKOFF_MAX_MS, DEFAULT_RETRY_BACKOFF_MS
+from .worker.attempt import Attempt, AttemptOwner
+from .worker.outcomes import NO_BACKOFF, RetryBackoff, Settlement, handler_args, settlements
 
 if TYPE_CHECKING:
     from .models import Task
@@ -44,6 +43,8 @@ __all__ = ["NotIdle", "run_task", "run_until_idle"]
 WORKER_ID = "worker_inline"
 # Long enough for any test's handler; nothing renews it inline.
 LEASE_MS = 3_600_000
+# ``backoff=True``: the protocol's default retry delays.
+_BACKOFF = RetryBackoff(DEFAULT_RETRY_BACKOFF_MS, DEFAULT_RETRY_BACKOFF_MAX_MS)
 
 
 class NotIdle(AssertionError):
@@ -74,11 +75,8 @@ class _CallerThreadExecutor(concurrent.futures.Executor):
         return future
 
 
-class _InlineHooks(ContextHooks):
+class _InlineOwner(AttemptOwner):
     db_executor = _CallerThreadExecutor()
-
-
-_HOOKS = _InlineHooks()
 
 
 def _queued_queues(store: Store) -> list[str]:
@@ -89,56 +87,34 @@ def _queued_queues(store: Store) -> list[str]:
     )
 
 
-def _call(definition: TaskDefinition, ctxs: list[TaskContext]) -> Any:
-    func = definition.func
-    if definition.batch is not None:
-        args: tuple[Any, ...] = (ctxs,)
-    elif definition.takes_payload:
-        args = (ctxs[0], ctxs[0].payload)
-    else:
-        args = (ctxs[0],)
+def _perform(definition: TaskDefinition, attempts: list[Attempt]) -> Any:
+    """Call the handler on this thread; an async one through ``async_to_sync``."""
     if definition.is_async:
         # Inside the event loop the database is off limits: fetch the payloads
         # a claim left in the database now, as the worker does for async calls.
-        for ctx in ctxs:
-            ctx._load_payload()
-        return async_to_sync(func)(*args)
-    return func(*args)
+        for attempt in attempts:
+            attempt.load_payload()
+        return async_to_sync(definition.func)(*handler_args(definition, attempts))
+    return definition.func(*handler_args(definition, attempts))
 
 
-def _settle(store: Store, definition: TaskDefinition, ctxs: list[TaskContext], value: Any, raised: BaseException | None, *, backoff: bool) -> list[Task]:
-    """Settle what the handler left unsettled by how the call ended (protocol 4.7)."""
+def _write(store: Store, items: list[Settlement]) -> list[Task]:
+    """Write each settlement on this thread's connection, in order; return the rows written."""
     rows: list[Task] = []
-    left = [ctx for ctx in ctxs if not ctx.lost_lease and ctx._begin_settle()]
-    if isinstance(raised, LostLease):
-        for ctx in left:
-            ctx._end_settle(None)
-        return rows
-    for ctx in left:
-        failure: tuple[dict[str, Any], bool] | None = None
-        result_json = None
-        if raised is None:
-            result = value
-            if definition.batch is not None:
-                result = value.get(ctx.task_id) if isinstance(value, dict) else None
-            try:
-                result_json = None if result is None else encode(result, what="result")
-            except SerializationError as exc:
-                failure = (unserializable_envelope(str(exc).split(": ", 1)[-1]), False)
-        else:
-            failure = raised_envelope(raised)
+    for item in items:
+        attempt, failure = item.attempt, item.failure
         row = None
         try:
             if failure is None:
-                row = store.complete(ctx.task_id, WORKER_ID, result_json)
+                row = store.complete(attempt.task.id, WORKER_ID, item.result_json)
             else:
-                envelope, retryable = failure
-                delay = retry_delay_ms(ctx.attempt, retryable=retryable) if backoff else 0
-                row = store.fail(ctx.task_id, WORKER_ID, envelope, retryable=retryable, delay_ms=delay)
+                row = store.fail(
+                    failure.task_id, WORKER_ID, failure.error, retryable=failure.retryable, delay_ms=failure.delay_ms
+                )
         except LostLease:
-            ctx._mark_lost()
+            attempt.mark_lost()
         finally:
-            ctx._end_settle(row.status if row is not None else None)
+            attempt.end_settle(row.status if row is not None else None)
         if row is not None:
             rows.append(row)
     return rows
@@ -155,30 +131,41 @@ def run_task(store: Store, rows: Sequence[Task], *, backoff: bool = False) -> li
         return [
             store.fail(row.id, WORKER_ID, no_handler_envelope(row.name), retryable=False) for row in rows
         ]
-    ctxs = [TaskContext(store, row, WORKER_ID, LEASE_MS, hooks=_HOOKS) for row in rows]
-    for ctx in ctxs:
+    owner = _InlineOwner(store, WORKER_ID, LEASE_MS)
+    attempts = [Attempt(row, owner) for row in rows]
+    for row in rows:
         signals.task_started.send(
-            sender=TaskModel, task_id=ctx.task_id, name=ctx.name, queue=ctx.queue, attempt=ctx.attempt, worker_id=WORKER_ID
+            sender=TaskModel, task_id=row.id, name=row.name, queue=row.queue, attempt=row.attempt, worker_id=WORKER_ID
         )
     started = time.monotonic()
     value: Any = None
     raised: BaseException | None = None
     try:
-        value = _call(definition, ctxs)
+        value = _perform(definition, attempts)
     except BaseException as exc:  # noqa: BLE001 - as in the worker, SystemExit and KeyboardInterrupt too
         raised = exc
-    settled = _settle(store, definition, ctxs, value, raised, backoff=backoff)
+    items = settlements(
+        None,
+        attempts,
+        value,
+        raised,
+        batch=definition.batch is not None,
+        backoff=_BACKOFF if backoff else NO_BACKOFF,
+        log=False,
+    )
+    settled = _write(store, items)
     duration_ms = int((time.monotonic() - started) * 1000)
-    for ctx in ctxs:
-        if ctx.status is not None:
+    for attempt in attempts:
+        if attempt.status is not None:
+            task = attempt.task
             signals.task_finished.send(
                 sender=TaskModel,
-                task_id=ctx.task_id,
-                name=ctx.name,
-                queue=ctx.queue,
-                attempt=ctx.attempt,
+                task_id=task.id,
+                name=task.name,
+                queue=task.queue,
+                attempt=task.attempt,
                 worker_id=WORKER_ID,
-                status=ctx.status,
+                status=attempt.status,
                 duration_ms=duration_ms,
             )
     return settled

@@ -28,7 +28,7 @@ from django.utils import timezone
 import cairnq_django as cq
 from cairnq_django.client.submit import build_spec
 from cairnq_django.protocol import bounds
-from cairnq_django.tasks.context import TaskContext
+from cairnq_django.worker.attempt import Attempt, AttemptOwner
 from cairnq_django.exceptions import SerializationError
 from cairnq_django.protocol.payload import encode
 from cairnq_django.store.base import SubmitSpec
@@ -235,7 +235,7 @@ def test_backend_run_after_past_the_maximum_delay(cairnq_db: Any) -> None:
 def test_progress_refuses_nan_infinities_and_values_outside_a_fraction(store: Any) -> None:
     cq.submit("bounds.progress", {}, queue="bounds-progress")
     (claimed,) = store.claim(["bounds-progress"], WORKER, lease_ms=30_000)
-    ctx = TaskContext(store, claimed, WORKER, 30_000)
+    ctx = Attempt(claimed, AttemptOwner(store, WORKER, 30_000)).context
     ctx.progress(0.25, "quarter")
     for bad in (math.nan, math.inf, -math.inf, -0.001, 1.001, 10**400, True, "0.5"):
         with transaction.atomic():

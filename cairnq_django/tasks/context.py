@@ -1,14 +1,12 @@
 """The ``TaskContext`` a handler receives: one per task (protocol 4.8).
 
 A single-task handler gets one context; a batch handler gets a list of them.
-Lease, cancellation and settlement are per task, so they live here.
-
-Write gating: once the lease is known lost (a write or a heartbeat found the
-row no longer ours, or the call outran ``max_run_ms``) every owned write raises
-``LostLease`` locally without asking the database, because the same worker may
-have re-claimed the task under the same worker id and an old handler's write
-would otherwise pass the ownership check. Once settled, further owned writes
-(progress, heartbeat) are refused the same way; settling twice is a no-op.
+A context is the handler's view of the worker's ``Attempt``
+(``worker/attempt.py``), which holds the lease, cancel and settlement state
+and the write gate: once the lease is known lost every owned write raises
+``LostLease`` without asking the database; once settled, further owned
+writes (progress, heartbeat) are refused the same way; settling twice is a
+no-op.
 
 Handlers that are ``async def`` must use the ``a``-prefixed twins
 (``aprogress``, ``asucceed``, ...): Django refuses database access from a
@@ -20,45 +18,22 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from django.db import transaction
 
 from ..protocol import bounds
 from ..exceptions import LostLease
-from ..protocol.payload import DEFERRED_SIZE_ATTR, byte_size, encode
+from ..protocol.payload import encode
 from ..protocol.envelopes import as_envelope
-from ..protocol.backoff import DEFAULT_RETRY_BACKOFF_MAX_MS, DEFAULT_RETRY_BACKOFF_MS, retry_delay_ms
+from ..protocol.backoff import retry_delay_ms
 
 if TYPE_CHECKING:
-    from concurrent.futures import Executor
-
     from ..models import Task
-    from ..store.base import Store
+    from ..worker.attempt import Attempt
 
 __all__ = ["AtomicCompletion", "TaskContext"]
-
-# Flag transitions of every context share one lock: they are rare and tiny,
-# and one lock is cheaper than a lock per context when batches of 256 arrive.
-_state_lock = threading.Lock()
-
-
-class ContextHooks:
-    """What a context tells its worker; the default does nothing (contexts built in tests)."""
-
-    db_executor: Executor | None = None
-    # Held by the worker's own SQLite writes (None elsewhere); see _load_payload.
-    write_lock: threading.Lock | None = None
-
-    def lease_lost(self, ctx: TaskContext) -> None:
-        """Called once when a context first learns its lease is gone."""
-
-    def settled(self, ctx: TaskContext, status: str) -> None:
-        """Called when the handler settled a task itself (``succeed``/``fail``/``atomic``)."""
-
-
-_NO_HOOKS = ContextHooks()
 
 
 class AtomicCompletion:
@@ -74,51 +49,12 @@ class AtomicCompletion:
 class TaskContext:
     """Per-task handle a handler uses to report progress, settle, and spawn children."""
 
-    __slots__ = (
-        "_backoff_max_ms",
-        "_backoff_ms",
-        "_cancel_seen",
-        "_hooks",
-        "_lease_ms",
-        "_lost",
-        "_lost_event",
-        "_settled",
-        "_settling",
-        "_store",
-        "_task",
-        "_worker_id",
-        "status",
-    )
+    # One slot: everything else is the attempt's, so a batch of 256 costs
+    # 256 small views and no copies of the worker's settings.
+    __slots__ = ("_attempt",)
 
-    def __init__(
-        self,
-        store: Store,
-        task: Task,
-        worker_id: str,
-        lease_ms: int,
-        *,
-        retry_backoff_ms: int = DEFAULT_RETRY_BACKOFF_MS,
-        retry_backoff_max_ms: int = DEFAULT_RETRY_BACKOFF_MAX_MS,
-        hooks: ContextHooks | None = None,
-    ) -> None:
-        self._store = store
-        self._task = task
-        self._worker_id = worker_id
-        self._lease_ms = lease_ms
-        self._backoff_ms = retry_backoff_ms
-        self._backoff_max_ms = retry_backoff_max_ms
-        self._hooks = hooks or _NO_HOOKS
-        self._lost = False
-        self._lost_event: threading.Event | None = None
-        # Cancellation is monotonic: once seen it cannot be taken back.
-        self._cancel_seen = task.cancel_requested_at_ms is not None
-        self._settled = False
-        # True while some thread is writing this task's final state; the
-        # heartbeat must not read that write's effect (the row leaving
-        # ``running``) as a lost lease.
-        self._settling = False
-        # Final status once settled (succeeded / failed / canceled / queued).
-        self.status: str | None = None
+    def __init__(self, attempt: Attempt) -> None:
+        self._attempt = attempt
 
     def __repr__(self) -> str:
         return f"<TaskContext {self.name} {self.task_id} attempt={self.attempt}>"
@@ -126,181 +62,74 @@ class TaskContext:
     # ---- read-only view --------------------------------------------------
     @property
     def task(self) -> Task:
-        return self._task
+        return self._attempt.task
 
     @property
     def task_id(self) -> str:
-        return self._task.id
+        return self._attempt.task.id
 
     @property
     def name(self) -> str:
-        return self._task.name
+        return self._attempt.task.name
 
     @property
     def queue(self) -> str:
-        return self._task.queue
+        return self._attempt.task.queue
 
     @property
     def attempt(self) -> int:
-        return self._task.attempt
+        return self._attempt.task.attempt
 
     @property
     def max_attempts(self) -> int:
-        return self._task.max_attempts
+        return self._attempt.task.max_attempts
 
     @property
     def payload(self) -> Any:
-        if self._payload_deferred:
-            self._load_payload()
-        return self._task.payload
+        attempt = self._attempt
+        if attempt.payload_deferred:
+            attempt.load_payload()
+        return attempt.task.payload
 
     @property
     def metadata(self) -> Any:
-        return self._task.metadata
+        return self._attempt.task.metadata
 
     @property
     def root_id(self) -> str | None:
-        return self._task.root_id
+        return self._attempt.task.root_id
 
     @property
     def correlation_id(self) -> str | None:
-        return self._task.correlation_id
+        return self._attempt.task.correlation_id
 
     @property
     def parent_id(self) -> str | None:
-        return self._task.parent_id
+        return self._attempt.task.parent_id
 
     @property
     def worker_id(self) -> str:
-        return self._worker_id
+        return self._attempt.owner.worker_id
 
     @property
     def settled(self) -> bool:
         """True once this task reached its final state (by the handler or the worker)."""
-        return self._settled
+        return self._attempt.settled
 
     @property
     def lost_lease(self) -> bool:
         """True once this attempt no longer owns the task; stop side effects."""
-        return self._lost
+        return self._attempt.lost
 
     @property
     def lease_lost_event(self) -> threading.Event:
         """An event set when the lease is lost, for handlers that want to wait on it."""
-        with _state_lock:
-            if self._lost_event is None:
-                self._lost_event = threading.Event()
-                if self._lost:
-                    self._lost_event.set()
-            return self._lost_event
+        return self._attempt.lost_event()
 
     @property
     def cancel_requested(self) -> bool:
         """True once a heartbeat or write has seen a cancel request (no query)."""
-        return self._cancel_seen
-
-    # ---- large payloads ------------------------------------------------------
-    # A claim leaves a large payload in the database (sql/*/claim.sql): the
-    # Task then has no payload attribute, only its size. It is fetched on first
-    # use, on the handler's thread, and forgotten again when the call ends, so a
-    # worker holds one such payload per running call, and only while it runs.
-
-    def _load_payload(self) -> None:
-        """Fetch the payload the claim left in the database (no-op if loaded)."""
-        task = self._task
-        if not self._payload_deferred:
-            return
-        store = self._store
-        # SQLite rewrites a whole row to change one column, and a write that
-        # returns columns copies the old row too: each of this worker's writes
-        # to such a row (claim, heartbeat, settlement) briefly holds about three
-        # copies of its payload. Reading and decoding under the worker's write
-        # lock keeps those apart from this read's own two copies.
-        lock = self._hooks.write_lock
-        try:
-            with lock if lock is not None else nullcontext():
-                task.payload = store.get_payload(task.id)
-        except LostLease:
-            self._lose()
-            raise
-
-    @property
-    def _payload_deferred(self) -> bool:
-        return "payload" not in self._task.__dict__
-
-    def _drop_payload(self) -> None:
-        """Forget a payload ``_load_payload`` fetched; a later use fetches it again."""
-        task = self._task
-        if DEFERRED_SIZE_ATTR in task.__dict__:
-            task.__dict__.pop("payload", None)
-
-    def _payload_bytes(self) -> int:
-        """Return the payload's size for the byte budget, without fetching it."""
-        size: int | None = self._task.__dict__.get(DEFERRED_SIZE_ATTR)
-        return byte_size(self._task.payload) if size is None else size
-
-    # ---- worker-side bookkeeping -------------------------------------------
-    def _mark_lost(self) -> bool:
-        """Flag the lease lost; return True the first time (callers then report it)."""
-        with _state_lock:
-            if self._lost:
-                return False
-            self._lost = True
-            event = self._lost_event
-        if event is not None:
-            event.set()
-        return True
-
-    def _lose(self) -> None:
-        """Flag the lease lost and tell the worker (log + signal) once."""
-        if self._mark_lost():
-            self._hooks.lease_lost(self)
-
-    def _observe_cancel(self, cancel_requested_at_ms: int | None) -> None:
-        if cancel_requested_at_ms is not None:
-            self._cancel_seen = True
-
-    def _observe(self, row: Task) -> Task:
-        self._observe_cancel(row.cancel_requested_at_ms)
-        return row
-
-    def _begin_settle(self) -> bool:
-        """Reserve the right to write this task's final state; False if taken or done."""
-        with _state_lock:
-            if self._settled or self._settling:
-                return False
-            self._settling = True
-            return True
-
-    def _end_settle(self, status: str | None) -> None:
-        """Record the outcome of a settlement write (None: it did not happen)."""
-        with _state_lock:
-            self._settling = False
-            if status is not None:
-                self._settled = True
-                self.status = status
-
-    @property
-    def _busy(self) -> bool:
-        return self._settled or self._settling
-
-    def _require_lease(self) -> None:
-        if self._lost:
-            raise LostLease(self.task_id)
-
-    def _gate(self) -> None:
-        # Settled counts as "not yours any more": the statement would match no
-        # row and be misread as a lost lease, so refuse locally instead.
-        if self._lost or self._settled or self._settling:
-            raise LostLease(self.task_id)
-
-    def _owned(self, write: Callable[[], Task]) -> Task:
-        self._gate()
-        try:
-            return self._observe(write())
-        except LostLease:
-            self._lose()
-            raise
+        return self._attempt.cancel_seen
 
     # ---- owned writes ------------------------------------------------------
     def progress(self, value: float | None, message: str | None = None) -> Task:
@@ -316,43 +145,42 @@ class TaskContext:
             problem = bounds.storable_problem(message)
             if problem is not None:
                 raise ValueError(f"progress message {problem}")
-        return self._owned(
-            lambda: self._store.progress(self.task_id, self._worker_id, value, message)
+        attempt = self._attempt
+        owner = attempt.owner
+        return attempt.write(
+            lambda: owner.store.progress(attempt.task.id, owner.worker_id, value, message)
         )
 
     def heartbeat(self) -> Task:
         """Renew this task's lease now (the worker also beats on its own)."""
-        return self._owned(
-            lambda: self._store.heartbeat(self.task_id, self._worker_id, self._lease_ms)
+        attempt = self._attempt
+        owner = attempt.owner
+        return attempt.write(
+            lambda: owner.store.heartbeat(attempt.task.id, owner.worker_id, owner.lease_ms)
         )
 
     def canceled(self) -> bool:
         """Return True if a cancel was requested (remembered), else re-read the row."""
-        if self._cancel_seen:
+        attempt = self._attempt
+        if attempt.cancel_seen:
             return True
-        row = self._store.get(self.task_id)
+        row = attempt.owner.store.get(attempt.task.id)
         if row is None:
             return True
-        self._observe_cancel(row.cancel_requested_at_ms)
-        return self._cancel_seen or row.status == "canceled"
+        attempt.observe_cancel(row.cancel_requested_at_ms)
+        return attempt.cancel_seen or row.status == "canceled"
 
     def succeed(self, result: Any = None) -> Task | None:
         """Settle now as succeeded (``complete``: a pending cancel wins); no-op if settled."""
-        if self._settled:
+        attempt = self._attempt
+        if attempt.settled:
             return None
-        self._require_lease()
+        attempt.check_lease()
         result_json = None if result is None else encode(result, what="result")
-        if not self._begin_settle():
-            return None
-        row = None
-        try:
-            row = self._owned_settle(
-                lambda: self._store.complete(self.task_id, self._worker_id, result_json)
-            )
-        finally:
-            self._end_settle(row.status if row is not None else None)
-        self._hooks.settled(self, row.status)
-        return row
+        owner = attempt.owner
+        return self._settle_now(
+            lambda: owner.store.complete(attempt.task.id, owner.worker_id, result_json)
+        )
 
     def fail(
         self, error: Any = "task failed", *, retryable: bool = True
@@ -362,40 +190,41 @@ class TaskContext:
         ``error`` may be a reason string, an exception, a ``TaskError`` (its own
         retryability wins) or a ready envelope dict.
         """
-        if self._settled:
+        attempt = self._attempt
+        if attempt.settled:
             return None
-        self._require_lease()
+        attempt.check_lease()
         envelope, retryable = as_envelope(error, retryable)
+        owner = attempt.owner
         delay = retry_delay_ms(
-            self.attempt,
-            base_ms=self._backoff_ms,
-            max_ms=self._backoff_max_ms,
+            attempt.task.attempt,
+            base_ms=owner.retry_backoff_ms,
+            max_ms=owner.retry_backoff_max_ms,
             retryable=retryable,
         )
-        if not self._begin_settle():
+        return self._settle_now(
+            lambda: owner.store.fail(
+                attempt.task.id,
+                owner.worker_id,
+                envelope,
+                retryable=retryable,
+                delay_ms=delay,
+            )
+        )
+
+    def _settle_now(self, write: Callable[[], Task]) -> Task | None:
+        # Reserve, write, record, then tell the worker: another writer (the
+        # worker settling the call's leftovers) may already hold the reservation.
+        attempt = self._attempt
+        if not attempt.begin_settle():
             return None
         row = None
         try:
-            row = self._owned_settle(
-                lambda: self._store.fail(
-                    self.task_id,
-                    self._worker_id,
-                    envelope,
-                    retryable=retryable,
-                    delay_ms=delay,
-                )
-            )
+            row = attempt.settle_write(write)
         finally:
-            self._end_settle(row.status if row is not None else None)
-        self._hooks.settled(self, row.status)
+            attempt.end_settle(row.status if row is not None else None)
+        attempt.handler_settled(row.status)
         return row
-
-    def _owned_settle(self, write: Callable[[], Task]) -> Task:
-        try:
-            return self._observe(write())
-        except LostLease:
-            self._lose()
-            raise
 
     @contextmanager
     def atomic(self, result: Any = None) -> Iterator[AtomicCompletion]:
@@ -409,34 +238,36 @@ class TaskContext:
                 Invoice.objects.create(...)
                 done.result = {"invoice": 42}
         """
-        self._gate()
-        if not self._begin_settle():
-            raise LostLease(self.task_id)
+        attempt = self._attempt
+        owner = attempt.owner
+        attempt.check_writable()
+        if not attempt.begin_settle():
+            raise LostLease(attempt.task.id)
         handle = AtomicCompletion(result)
         status: str | None = None
         try:
-            with transaction.atomic(using=self._store.alias):
+            with transaction.atomic(using=owner.store.alias):
                 yield handle
-                self._require_lease()
+                attempt.check_lease()
                 result_json = (
                     None
                     if handle.result is None
                     else encode(handle.result, what="result")
                 )
-                row = self._owned_settle(
-                    lambda: self._store.complete(
-                        self.task_id, self._worker_id, result_json
+                row = attempt.settle_write(
+                    lambda: owner.store.complete(
+                        attempt.task.id, owner.worker_id, result_json
                     )
                 )
                 handle.task = row
             status = row.status
         finally:
-            self._end_settle(status)
-        self._hooks.settled(self, status)
+            attempt.end_settle(status)
+        attempt.handler_settled(status)
 
     def succeed_in(self, write: Callable[[], Any]) -> Task | None:
         """Run ``write()`` and complete this task in one transaction; its return is the result."""
-        if self._settled:
+        if self._attempt.settled:
             return None
         with self.atomic() as done:
             done.result = write()
@@ -449,7 +280,7 @@ class TaskContext:
         Refused with ``LostLease`` once the lease is lost: the abandoned
         attempt's retry would create the same children again.
         """
-        self._require_lease()
+        self._attempt.check_lease()
         from ..client.submit import submit
 
         options.setdefault("parent_id", self.task_id)
@@ -466,7 +297,7 @@ class TaskContext:
 
     # ---- async twins ---------------------------------------------------------
     async def _in_thread(self, fn: Callable[[], Any]) -> Any:
-        executor = self._hooks.db_executor
+        executor = self._attempt.owner.db_executor
         if executor is None:
             return await asyncio.to_thread(fn)
         return await asyncio.get_running_loop().run_in_executor(executor, fn)
@@ -478,7 +309,7 @@ class TaskContext:
         return await self._in_thread(self.heartbeat)
 
     async def acanceled(self) -> bool:
-        if self._cancel_seen:
+        if self._attempt.cancel_seen:
             return True
         return await self._in_thread(self.canceled)
 

@@ -21,26 +21,17 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
-from ..exceptions import LostLease, SerializationError, TaskError
-from ..protocol.payload import encode
-from ..store.base import Failure
 from . import connections as _db
-from ..protocol.envelopes import (
-    raised_envelope,
-    timeout_envelope,
-    undecodable_envelope,
-    unserializable_envelope,
-)
-from ..protocol.backoff import retry_delay_ms
-from .settler import Settlement
+from ..protocol.envelopes import timeout_envelope, undecodable_envelope
+from .outcomes import RetryBackoff, Settlement, fail_settlement, handler_args, settlements
 
 if TYPE_CHECKING:
-    from ..tasks.context import TaskContext
     from ..tasks.registry import TaskDefinition
+    from .attempt import Attempt
     from .budgets import Source
 
 logger = logging.getLogger("cairnq_django.worker")
@@ -51,39 +42,20 @@ RUNNING, RETURNED, ABANDONED = "running", "returned", "abandoned"
 HANDED_BACK = "handed_back"
 
 
-def _object_payload(ctx: TaskContext) -> Any:
-    """Return the task's payload, or fail the task permanently if it is not a JSON object.
-
-    Submit only writes objects; another writer (raw SQL, a foreign SDK) may
-    not. A retry would meet the same row, so this is not retryable. A large
-    payload the claim left in the database is fetched here, on the handler's
-    thread (``TaskContext.payload``).
-    """
-    payload = ctx.payload
-    if isinstance(payload, dict):
-        return payload
-    raise TaskError(
-        f"payload must be a JSON object, got {type(payload).__name__}",
-        type="BadPayload",
-        code="bad_payload",
-        retryable=False,
-    )
+def _load_payloads(attempts: list[Attempt]) -> None:
+    for attempt in attempts:
+        attempt.load_payload()
 
 
-def _load_payloads(ctxs: list[TaskContext]) -> None:
-    for ctx in ctxs:
-        ctx._load_payload()
-
-
-def _deferred(ctxs: list[TaskContext]) -> bool:
-    return any(ctx._payload_deferred for ctx in ctxs)
+def _deferred(attempts: list[Attempt]) -> bool:
+    return any(attempt.payload_deferred for attempt in attempts)
 
 
 class Call:
     """One handler call: one task, or one batch of tasks of one name."""
 
     __slots__ = (
-        "ctxs",
+        "attempts",
         "deadline",
         "definition",
         "ended",
@@ -98,12 +70,12 @@ class Call:
         self,
         definition: TaskDefinition | None,
         source: Source,
-        ctxs: list[TaskContext],
+        attempts: list[Attempt],
         nbytes: int,
     ) -> None:
         self.definition = definition
         self.source = source
-        self.ctxs = ctxs
+        self.attempts = attempts
         self.nbytes = nbytes
         self.started = 0.0
         self.ended = 0.0
@@ -113,7 +85,7 @@ class Call:
 
     @property
     def name(self) -> str:
-        return self.ctxs[0].name
+        return self.attempts[0].task.name
 
     @property
     def duration_ms(self) -> int:
@@ -146,7 +118,7 @@ class _DbThreadPool(ThreadPoolExecutor):
 
 
 class Executor:
-    """Start handler calls and turn their outcomes into settlements."""
+    """Start handler calls and hand their outcomes (``outcomes.settlements``) to ``settle``."""
 
     def __init__(
         self,
@@ -164,8 +136,7 @@ class Executor:
         self.alias = alias
         self.application_name = application_name
         self.max_run_ms = max_run_ms
-        self.retry_backoff_ms = retry_backoff_ms
-        self.retry_backoff_max_ms = retry_backoff_max_ms
+        self.backoff = RetryBackoff(retry_backoff_ms, retry_backoff_max_ms)
         self.settle = settle
         self.on_end = on_end
         self._lock = threading.Lock()
@@ -285,20 +256,13 @@ class Executor:
         assert definition is not None
         _db.handler_thread_reset()
         try:
-            ctxs = call.ctxs
-            if _deferred(ctxs):
+            attempts = call.attempts
+            if _deferred(attempts):
                 # Large payloads left in the database by the claim: fetched
                 # here, on the handler's thread, before the handler runs.
-                _load_payloads(ctxs)
-                ctxs = self._admit(call)
-            if not ctxs:
-                value = None
-            elif definition.batch is not None:
-                value = definition.func(ctxs)
-            elif definition.takes_payload:
-                value = definition.func(ctxs[0], _object_payload(ctxs[0]))
-            else:
-                value = definition.func(ctxs[0])
+                _load_payloads(attempts)
+                attempts = self._admit(call)
+            value = definition.func(*handler_args(definition, attempts)) if attempts else None
             raised: BaseException | None = None
         except BaseException as exc:  # noqa: BLE001 - SystemExit from a handler thread is that task's failure
             value, raised = None, exc
@@ -310,22 +274,15 @@ class Executor:
         definition = call.definition
         assert definition is not None
         try:
-            ctxs = call.ctxs
-            if _deferred(ctxs):
+            attempts = call.attempts
+            if _deferred(attempts):
                 # Large payloads left in the database by the claim: fetch them
                 # off the event loop (Django refuses queries on it).
                 await asyncio.get_running_loop().run_in_executor(
-                    self.db_executor, _load_payloads, ctxs
+                    self.db_executor, _load_payloads, attempts
                 )
-                ctxs = self._admit(call)
-            if not ctxs:
-                value = None
-            elif definition.batch is not None:
-                value = await definition.func(ctxs)
-            elif definition.takes_payload:
-                value = await definition.func(ctxs[0], _object_payload(ctxs[0]))
-            else:
-                value = await definition.func(ctxs[0])
+                attempts = self._admit(call)
+            value = await definition.func(*handler_args(definition, attempts)) if attempts else None
             raised: BaseException | None = None
         except asyncio.CancelledError as exc:
             if call.state != RUNNING:
@@ -335,7 +292,7 @@ class Executor:
             value, raised = None, exc
         self._finish(call, value, raised)
 
-    def _admit(self, call: Call) -> list[TaskContext]:
+    def _admit(self, call: Call) -> list[Attempt]:
         """Return the call's tasks the handler may run, once deferred payloads are fetched.
 
         The claim loop already failed rows whose columns came back undecodable;
@@ -344,16 +301,18 @@ class Executor:
         others of a batch run.
         """
         bad = []
-        for ctx in call.ctxs:
-            failure = undecodable_envelope(ctx.task)
-            if failure is not None and not ctx._lost and ctx._begin_settle():
-                logger.warning("task=%s name=%s not run: %s", ctx.task_id, ctx.name, failure["message"])
-                bad.append(self._failure(call, ctx, failure, False))
+        for attempt in call.attempts:
+            failure = undecodable_envelope(attempt.task)
+            if failure is not None and attempt.reserve():
+                logger.warning(
+                    "task=%s name=%s not run: %s", attempt.task.id, attempt.task.name, failure["message"]
+                )
+                bad.append(fail_settlement(attempt, call, failure, False, self.backoff))
         if not bad:
-            return call.ctxs
+            return call.attempts
         self.settle(bad)
-        failed = {id(item.ctx) for item in bad}
-        return [ctx for ctx in call.ctxs if id(ctx) not in failed]
+        settled = {id(item.attempt) for item in bad}
+        return [attempt for attempt in call.attempts if id(attempt) not in settled]
 
     # ---- outcomes ---------------------------------------------------------------------
     def _finish(self, call: Call, value: Any, raised: BaseException | None) -> None:
@@ -363,11 +322,22 @@ class Executor:
             call.state = RETURNED
         try:
             call.ended = time.monotonic()
-            for ctx in call.ctxs:
+            for attempt in call.attempts:
                 # Let a large payload go now, not when the settlement is written.
-                ctx._drop_payload()
+                attempt.drop_payload()
             self.on_end(call)
-            self.settle(self.leftovers(call, value, raised))
+            definition = call.definition
+            self.settle(
+                settlements(
+                    call,
+                    call.attempts,
+                    value,
+                    raised,
+                    batch=definition is not None and definition.batch is not None,
+                    backoff=self.backoff,
+                    log=True,
+                )
+            )
         finally:
             self._delivered()
 
@@ -404,76 +374,6 @@ class Executor:
         self._delivered()
         return True
 
-    def leftovers(
-        self, call: Call, value: Any, raised: BaseException | None
-    ) -> list[Settlement]:
-        """Settle what the handler did not settle itself, by how the call ended (protocol 4.7)."""
-        left = [ctx for ctx in call.ctxs if not ctx._lost and ctx._begin_settle()]
-        if not left:
-            return []
-        if raised is None:
-            batched = call.definition is not None and call.definition.batch is not None
-            results: Mapping[str, Any] | None = None
-            if batched:
-                results = value if isinstance(value, Mapping) else {}
-            items = []
-            for ctx in left:
-                result = results.get(ctx.task_id) if results is not None else value
-                try:
-                    result_json = (
-                        None if result is None else encode(result, what="result")
-                    )
-                except SerializationError as exc:
-                    logger.warning(
-                        "task=%s name=%s returned an unserializable result: %s",
-                        ctx.task_id,
-                        ctx.name,
-                        exc,
-                    )
-                    items.append(
-                        self._failure(
-                            call,
-                            ctx,
-                            unserializable_envelope(str(exc).split(": ", 1)[-1]),
-                            False,
-                        )
-                    )
-                    continue
-                items.append(Settlement(ctx, call, result_json=result_json))
-            return items
-        if isinstance(raised, LostLease):
-            # A write already learned the lease is gone: leave the rest to lease expiry.
-            for ctx in left:
-                ctx._end_settle(None)
-            return []
-        envelope, retryable = raised_envelope(raised)
-        logger.warning(
-            "handler raised: name=%s tasks=%s attempt=%s duration_ms=%s",
-            call.name,
-            ",".join(ctx.task_id for ctx in left[:4])
-            + ("..." if len(left) > 4 else ""),
-            left[0].attempt,
-            call.duration_ms,
-            # A TaskError is a decided outcome, not a crash: no traceback.
-            exc_info=None if isinstance(raised, TaskError) else raised,
-        )
-        return [self._failure(call, ctx, envelope, retryable) for ctx in left]
-
-    def _failure(
-        self, call: Call, ctx: TaskContext, envelope: dict[str, Any], retryable: bool
-    ) -> Settlement:
-        delay = retry_delay_ms(
-            ctx.attempt,
-            base_ms=self.retry_backoff_ms,
-            max_ms=self.retry_backoff_max_ms,
-            retryable=retryable,
-        )
-        return Settlement(
-            ctx,
-            call,
-            failure=Failure(ctx.task_id, envelope, retryable=retryable, delay_ms=delay),
-        )
-
     # ---- max_run_ms ----------------------------------------------------------------------
     def _watch_deadlines(self) -> None:
         while True:
@@ -499,10 +399,10 @@ class Executor:
                 return
             call.state = ABANDONED
         call.ended = time.monotonic()
-        left = [ctx for ctx in call.ctxs if not ctx._lost and ctx._begin_settle()]
-        # Flag every context first: from now on the zombie can neither write nor settle.
-        for ctx in call.ctxs:
-            ctx._mark_lost()
+        left = [attempt for attempt in call.attempts if attempt.reserve()]
+        # Flag every attempt first: from now on the zombie can neither write nor settle.
+        for attempt in call.attempts:
+            attempt.mark_lost()
         zombies = 0
         if call.future is not None:
             call.future.cancel()
@@ -519,14 +419,14 @@ class Executor:
         logger.warning(
             "handler timed out: name=%s tasks=%d attempt=%s max_run_ms=%s (abandoned calls so far: %d)",
             call.name,
-            len(call.ctxs),
-            call.ctxs[0].attempt,
+            len(call.attempts),
+            call.attempts[0].task.attempt,
             self.max_run_ms,
             self.abandoned,
         )
         try:
             self.on_end(call)
             envelope = timeout_envelope(call.name, self.max_run_ms or 0)
-            self.settle([self._failure(call, ctx, envelope, True) for ctx in left])
+            self.settle([fail_settlement(attempt, call, envelope, True, self.backoff) for attempt in left])
         finally:
             self._delivered()

@@ -3,8 +3,8 @@
 Every ``max(50, lease_ms // 3)`` ms (or ``HEARTBEAT_INTERVAL_MS``) the thread
 renews all tasks this worker holds, not settled and not lost, with a single
 ``heartbeat_batch``. A task present in the answer records its cancel flag on
-its context (so ``ctx.cancel_requested`` needs no query); a task absent from
-it lost its lease unless it is being settled right now, and only that context
+its attempt (so ``ctx.cancel_requested`` needs no query); a task absent from
+it lost its lease unless it is being settled right now, and only that attempt
 is flagged. A failed beat is logged and the next one still runs.
 """
 
@@ -21,8 +21,8 @@ from django.db import Error as DatabaseError
 from . import connections as _db
 
 if TYPE_CHECKING:
-    from ..tasks.context import TaskContext
     from ..store.base import Store
+    from .attempt import Attempt
 
 logger = logging.getLogger("cairnq_django.worker")
 
@@ -44,8 +44,8 @@ class Heartbeat:
         *,
         lease_ms: int,
         interval_ms: int,
-        live: Callable[[], list[TaskContext]],
-        on_lost: Callable[[TaskContext], None],
+        live: Callable[[], list[Attempt]],
+        on_lost: Callable[[Attempt], None],
         application_name: str,
         write_lock: Any = None,
     ) -> None:
@@ -75,19 +75,19 @@ class Heartbeat:
         failing = False
         try:
             while not self._stop.wait(self.interval):
-                contexts = [
-                    ctx for ctx in self.live() if not ctx._settled and not ctx._lost
+                attempts = [
+                    attempt for attempt in self.live() if not attempt.settled and not attempt.lost
                 ]
-                if not contexts:
+                if not attempts:
                     continue
                 _db.drop_if_broken(self.store.alias)
                 try:
-                    renewed = self._beat([ctx.task_id for ctx in contexts])
+                    renewed = self._beat([attempt.task.id for attempt in attempts])
                 except DatabaseError as exc:
                     if not failing:
                         logger.error(
                             "heartbeat failed for %d task(s), retrying: %s",
-                            len(contexts),
+                            len(attempts),
                             exc,
                         )
                     failing = True
@@ -97,21 +97,22 @@ class Heartbeat:
                     logger.info("heartbeat recovered")
                     failing = False
                 self.beats += 1
-                for ctx in contexts:
-                    if ctx.task_id in renewed:
-                        cancel_at = renewed[ctx.task_id]
-                        if cancel_at is not None and not ctx._cancel_seen:
+                for attempt in attempts:
+                    task = attempt.task
+                    if task.id in renewed:
+                        cancel_at = renewed[task.id]
+                        if cancel_at is not None and not attempt.cancel_seen:
                             logger.info(
                                 "cancel requested: task=%s name=%s attempt=%s",
-                                ctx.task_id,
-                                ctx.name,
-                                ctx.attempt,
+                                task.id,
+                                task.name,
+                                task.attempt,
                             )
-                        ctx._observe_cancel(cancel_at)
-                    elif not ctx._busy:
+                        attempt.observe_cancel(cancel_at)
+                    elif not attempt.busy:
                         # Settled (or being settled) while the beat was in flight
                         # is not a loss; anything else is.
-                        self.on_lost(ctx)
+                        self.on_lost(attempt)
         finally:
             _db.close_quietly(self.store.alias)
 

@@ -19,12 +19,12 @@ from django.db import Error as DatabaseError
 
 from ..conf import capacity_problem, undeclared_resources
 from .. import signals
-from ..tasks.context import ContextHooks, TaskContext
 from ..protocol.ids import worker_id as new_worker_id
 from ..models import Task
 from ..tasks.registry import TaskDefinition, registered
 from . import connections as _db
 from ..protocol.envelopes import no_handler_envelope, undecodable_envelope
+from .attempt import Attempt, AttemptOwner
 from .db_file import DatabaseFile
 from .executor import Call, Executor
 from .heartbeat import Heartbeat, beat_interval_ms
@@ -32,7 +32,8 @@ from .options import WorkerOptions
 from .budgets import Budgets, Source, build_sources
 from .planner import ClaimPlanner
 from ..store.base import NO_HOOKS, ClaimHooks
-from .settler import Settlement, Settler
+from .outcomes import NO_BACKOFF, Settlement, fail_settlement
+from .settler import Settler
 from .housekeeping import Sweeper
 from .wakeups import CommitWaker, PgWaker, Waker
 
@@ -50,7 +51,7 @@ HANDOFF_WAIT_S = 5.0
 SETTLE_GRACE_S = 2.0
 
 
-class Worker(ContextHooks):
+class Worker(AttemptOwner):
     """A claim loop with its heartbeat, settler, handler pool and wake-ups."""
 
     def __init__(
@@ -98,7 +99,7 @@ class Worker(ContextHooks):
             write_lock=self.write_lock,
             hooks=hooks or NO_HOOKS,
         )
-        self.inflight: dict[str, tuple[TaskContext, Call]] = {}
+        self.inflight: dict[str, tuple[Attempt, Call]] = {}
         self._inflight_lock = threading.Lock()
         self._stop_requested = False
         self.db_file: DatabaseFile | None = None
@@ -107,6 +108,15 @@ class Worker(ContextHooks):
         self.finished = 0
         self.db_executor = None
         self.waker: Waker = self._make_waker()
+        # The settings every attempt reads through its owner (this worker).
+        AttemptOwner.__init__(
+            self,
+            store,
+            self.worker_id,
+            options.lease_ms,
+            retry_backoff_ms=options.retry_backoff_ms,
+            retry_backoff_max_ms=options.retry_backoff_max_ms,
+        )
         self.settler = Settler(
             store,
             self.worker_id,
@@ -150,8 +160,8 @@ class Worker(ContextHooks):
             interval_ms=beat_interval_ms(
                 options.lease_ms, options.heartbeat_interval_ms
             ),
-            live=self._live_contexts,
-            on_lost=lambda ctx: ctx._lose(),
+            live=self._live_attempts,
+            on_lost=Attempt.lose,
             application_name=self.application_name,
             write_lock=self.write_lock,
         )
@@ -224,36 +234,38 @@ class Worker(ContextHooks):
             + f", poll: {opts.poll_interval_ms} ms"
         )
 
-    # ---- ContextHooks ----------------------------------------------------------------
-    def _forget(self, ctx: TaskContext) -> tuple[TaskContext, Call] | None:
-        """Drop ``ctx``'s in-flight entry -- only if it is still ``ctx``'s.
+    # ---- AttemptOwner ----------------------------------------------------------------
+    def _forget(self, attempt: Attempt) -> tuple[Attempt, Call] | None:
+        """Drop ``attempt``'s in-flight entry -- only if it is still ``attempt``'s.
 
         A task settled as queued can be claimed again (by us) before its old
         run's bookkeeping ends; popping by id alone would drop the new run's
         entry and leave its lease without heartbeats.
         """
+        task_id = attempt.task.id
         with self._inflight_lock:
-            entry = self.inflight.get(ctx.task_id)
-            if entry is None or entry[0] is not ctx:
+            entry = self.inflight.get(task_id)
+            if entry is None or entry[0] is not attempt:
                 return None
-            return self.inflight.pop(ctx.task_id)
+            return self.inflight.pop(task_id)
 
-    def lease_lost(self, ctx: TaskContext) -> None:
-        self._forget(ctx)
+    def lease_lost(self, attempt: Attempt) -> None:
+        self._forget(attempt)
+        task = attempt.task
         signals.task_lease_lost.send(
             sender=Task,
-            task_id=ctx.task_id,
-            name=ctx.name,
-            attempt=ctx.attempt,
+            task_id=task.id,
+            name=task.name,
+            attempt=task.attempt,
             worker_id=self.worker_id,
         )
 
-    def settled(self, ctx: TaskContext, status: str) -> None:
-        entry = self._forget(ctx)
-        self._finished(ctx, status, entry[1] if entry else None)
+    def settled(self, attempt: Attempt, status: str) -> None:
+        entry = self._forget(attempt)
+        self._finished(attempt, status, entry[1] if entry else None)
 
     # ---- bookkeeping callbacks ------------------------------------------------------------
-    def _live_contexts(self) -> list[TaskContext]:
+    def _live_attempts(self) -> list[Attempt]:
         with self._inflight_lock:
             return [entry[0] for entry in self.inflight.values()]
 
@@ -264,60 +276,61 @@ class Worker(ContextHooks):
         self.waker.wake()
 
     def _on_settled(self, item: Settlement, status: str) -> None:
-        self._forget(item.ctx)
-        self._finished(item.ctx, status, item.call)
+        self._forget(item.attempt)
+        self._finished(item.attempt, status, item.call)
 
     def _on_settle_lost(self, item: Settlement) -> None:
-        if item.ctx._lost:
-            self._forget(item.ctx)
+        if item.attempt.lost:
+            self._forget(item.attempt)
         else:
-            item.ctx._lose()
+            item.attempt.lose()
 
-    def _finished(self, ctx: TaskContext, status: str, call: Call | None) -> None:
+    def _finished(self, attempt: Attempt, status: str, call: Call | None) -> None:
         self.finished += 1
+        task = attempt.task
         duration = call.duration_ms if call is not None else None
         if status == "succeeded":
             if logger.isEnabledFor(logging.DEBUG):
                 logger.debug(
                     "task succeeded: task=%s name=%s attempt=%s duration_ms=%s",
-                    ctx.task_id,
-                    ctx.name,
-                    ctx.attempt,
+                    task.id,
+                    task.name,
+                    task.attempt,
                     duration,
                 )
         elif status == "queued":
             logger.info(
                 "task will retry: task=%s name=%s attempt=%s duration_ms=%s",
-                ctx.task_id,
-                ctx.name,
-                ctx.attempt,
+                task.id,
+                task.name,
+                task.attempt,
                 duration,
             )
         elif status == "failed":
             logger.warning(
                 "task failed: task=%s name=%s attempt=%s duration_ms=%s",
-                ctx.task_id,
-                ctx.name,
-                ctx.attempt,
+                task.id,
+                task.name,
+                task.attempt,
                 duration,
             )
         else:
             logger.info(
                 "task %s: task=%s name=%s attempt=%s duration_ms=%s",
                 status,
-                ctx.task_id,
-                ctx.name,
-                ctx.attempt,
+                task.id,
+                task.name,
+                task.attempt,
                 duration,
             )
         if not signals.task_finished.receivers:
             return  # nobody listens: skip building 8 arguments per task
         signals.task_finished.send(
             sender=Task,
-            task_id=ctx.task_id,
-            name=ctx.name,
-            queue=ctx.queue,
-            attempt=ctx.attempt,
+            task_id=task.id,
+            name=task.name,
+            queue=task.queue,
+            attempt=task.attempt,
             worker_id=self.worker_id,
             status=status,
             duration_ms=duration,
@@ -445,16 +458,6 @@ class Worker(ContextHooks):
     def _released_since(self, seen: int) -> Any:
         return lambda: self.budgets.releases != seen
 
-    def _context(self, row: Task) -> TaskContext:
-        return TaskContext(
-            self.store,
-            row,
-            self.worker_id,
-            self.options.lease_ms,
-            retry_backoff_ms=self.options.retry_backoff_ms,
-            retry_backoff_max_ms=self.options.retry_backoff_max_ms,
-            hooks=self,
-        )
 
     def _dispatch(
         self, drawn: list[tuple[Source, list[tuple[TaskDefinition | None, list[Task]]]]]
@@ -464,99 +467,92 @@ class Worker(ContextHooks):
         for source, calls in drawn:
             for definition, rows in calls:
                 self.claimed += len(rows)
-                ctxs = self._fail_undecodable([self._context(row) for row in rows], source)
-                if not ctxs:
+                attempts = self._fail_undecodable([Attempt(row, self) for row in rows], source)
+                if not attempts:
                     continue
                 # A payload the claim left in the database is charged the size
                 # the claim reported; it is fetched only when the handler runs.
-                nbytes = sum(ctx._payload_bytes() for ctx in ctxs) if measure else 0
-                call = Call(definition, source, ctxs, nbytes)
+                nbytes = sum(attempt.payload_bytes() for attempt in attempts) if measure else 0
+                call = Call(definition, source, attempts, nbytes)
                 superseded = []
                 with self._inflight_lock:
-                    for ctx in ctxs:
-                        old = self.inflight.get(ctx.task_id)
-                        if old is not None and not old[0]._busy:
+                    for attempt in attempts:
+                        old = self.inflight.get(attempt.task.id)
+                        if old is not None and not old[0].busy:
                             superseded.append(old[0])
-                        self.inflight[ctx.task_id] = (ctx, call)
-                for old_ctx in superseded:
+                        self.inflight[attempt.task.id] = (attempt, call)
+                for old_attempt in superseded:
                     # We claimed a task we still run: our lease was lost and the
                     # task redelivered to us (same worker id). Fence the old run
                     # locally, as the owner check cannot tell the two apart.
-                    if old_ctx._mark_lost():
+                    if old_attempt.mark_lost():
                         logger.warning(
                             "task=%s re-claimed while an earlier run of it is still in flight; "
                             "that run can no longer write",
-                            old_ctx.task_id,
+                            old_attempt.task.id,
                         )
                 if definition is None:
                     # Reachable only if a handler is unregistered mid-run: fail it
                     # permanently, without a heartbeat or a handler call.
                     logger.warning("no handler for claimed task name=%s", rows[0].name)
-                    for ctx in ctxs:
-                        ctx._begin_settle()
+                    for attempt in attempts:
+                        attempt.begin_settle()
+                    envelope = no_handler_envelope(rows[0].name)
                     self.settler.put(
-                        [
-                            Settlement(ctx, call, failure=self._no_handler(ctx))
-                            for ctx in ctxs
-                        ]
+                        [fail_settlement(attempt, call, envelope, False, NO_BACKOFF) for attempt in attempts]
                     )
                     continue
                 self.budgets.acquire(source, nbytes)
                 started = bool(signals.task_started.receivers)
                 # Per-task logging and signals only when someone is listening.
-                for ctx in ctxs if (debug or started) else ():
+                for attempt in attempts if (debug or started) else ():
+                    task = attempt.task
                     if debug:
                         logger.debug(
                             "task claimed: task=%s name=%s attempt=%s",
-                            ctx.task_id,
-                            ctx.name,
-                            ctx.attempt,
+                            task.id,
+                            task.name,
+                            task.attempt,
                         )
                     if started:
                         signals.task_started.send(
                             sender=Task,
-                            task_id=ctx.task_id,
-                            name=ctx.name,
-                            queue=ctx.queue,
-                            attempt=ctx.attempt,
+                            task_id=task.id,
+                            name=task.name,
+                            queue=task.queue,
+                            attempt=task.attempt,
                             worker_id=self.worker_id,
                         )
                 self.executor.submit(call)
 
-    def _fail_undecodable(self, ctxs: list[TaskContext], source: Source) -> list[TaskContext]:
+    def _fail_undecodable(self, attempts: list[Attempt], source: Source) -> list[Attempt]:
         """Fail the tasks whose payload or metadata cannot be decoded; return the others.
 
         Such a row (written by another SDK or raw SQL) never reaches a handler
         and takes no slot: it is settled as ``bad_payload`` through the
         settler's owner-checked writes, and the rest of its draw runs as usual.
         """
-        bad = [(ctx, failure) for ctx in ctxs if (failure := undecodable_envelope(ctx.task)) is not None]
+        bad = [
+            (attempt, failure)
+            for attempt in attempts
+            if (failure := undecodable_envelope(attempt.task)) is not None
+        ]
         if not bad:
-            return ctxs
-        from ..store.base import Failure
-
-        call = Call(None, source, [ctx for ctx, _ in bad], 0)
+            return attempts
+        call = Call(None, source, [attempt for attempt, _ in bad], 0)
         call.started = call.ended = time.monotonic()
-        settlements = []
+        settlements: list[Settlement] = []
         with self._inflight_lock:
-            for ctx, _ in bad:
-                self.inflight[ctx.task_id] = (ctx, call)
-        for ctx, failure in bad:
-            logger.warning("task=%s name=%s not run: %s", ctx.task_id, ctx.name, failure["message"])
-            ctx._begin_settle()
-            settlements.append(
-                Settlement(ctx, call, failure=Failure(ctx.task_id, failure, retryable=False, delay_ms=0))
-            )
+            for attempt, _ in bad:
+                self.inflight[attempt.task.id] = (attempt, call)
+        for attempt, failure in bad:
+            task = attempt.task
+            logger.warning("task=%s name=%s not run: %s", task.id, task.name, failure["message"])
+            attempt.begin_settle()
+            settlements.append(fail_settlement(attempt, call, failure, False, NO_BACKOFF))
         self.settler.put(settlements)
-        failed = {id(ctx) for ctx, _ in bad}
-        return [ctx for ctx in ctxs if id(ctx) not in failed]
-
-    def _no_handler(self, ctx: TaskContext) -> Any:
-        from ..store.base import Failure
-
-        return Failure(
-            ctx.task_id, no_handler_envelope(ctx.name), retryable=False, delay_ms=0
-        )
+        settled = {id(attempt) for attempt, _ in bad}
+        return [attempt for attempt in attempts if id(attempt) not in settled]
 
     # ---- shutdown ----------------------------------------------------------------------------
     def _shutdown(self) -> None:
@@ -596,21 +592,21 @@ class Worker(ContextHooks):
         that settlement is at.
         """
         with self._inflight_lock:
-            calls = {id(call): call for _ctx, call in self.inflight.values()}
+            calls = {id(call): call for _attempt, call in self.inflight.values()}
         ids = []
         for call in calls.values():
             if call.definition is None or not self.executor.take_back(call):
                 continue
-            for ctx in call.ctxs:
-                if ctx._lost or not ctx._begin_settle():
+            for attempt in call.attempts:
+                if not attempt.reserve():
                     continue
                 # Refuse further writes from the still-running handler.
-                ctx._mark_lost()
-                ids.append(ctx.task_id)
+                attempt.mark_lost()
+                ids.append(attempt.task.id)
         if not ids:
             return
         _db.drop_if_broken(self.store.alias)
-        for attempt in range(3):
+        for tries in range(3):
             try:
                 if self.write_lock is not None:
                     with self.write_lock:
@@ -629,7 +625,7 @@ class Worker(ContextHooks):
                 logger.error(
                     "could not hand back %d task(s) (attempt %d): %s",
                     len(ids),
-                    attempt + 1,
+                    tries + 1,
                     exc,
                 )
-                time.sleep(0.2 * (attempt + 1))
+                time.sleep(0.2 * (tries + 1))

@@ -6,7 +6,7 @@ moment it wakes and writes it at once, so when idle a single completion is
 written immediately (no added latency) and under load many share a statement.
 
 Every write is checked against the worker id by the store; an id missing from
-the answer lost its lease: that context is flagged, the loss is logged and
+the answer lost its lease: that attempt is flagged, the loss is logged and
 ``task_lease_lost`` is sent, and nothing more is written for it.
 """
 
@@ -17,7 +17,6 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from django.db import InterfaceError, OperationalError
@@ -26,9 +25,9 @@ from ..exceptions import LostLease
 from ..store.base import Failure
 from . import connections as _db
 from ..protocol.envelopes import unserializable_envelope
+from .outcomes import Settlement
 
 if TYPE_CHECKING:
-    from ..tasks.context import TaskContext
     from ..store.base import Store
 
 logger = logging.getLogger("cairnq_django.worker")
@@ -37,17 +36,6 @@ logger = logging.getLogger("cairnq_django.worker")
 _TRANSIENT = (OperationalError, InterfaceError)
 # Most rows one statement carries; more wait for the next round.
 _MAX_ROWS = 2048
-
-
-@dataclass
-class Settlement:
-    """One task's final write: a completion (``result_json``) or a failure."""
-
-    ctx: TaskContext
-    call: Any
-    result_json: str | None = None
-    failure: Failure | None = None
-    queued_at: float = 0.0
 
 
 class Settler:
@@ -170,9 +158,9 @@ class Settler:
             if now - item.queued_at > self.lease_s:
                 logger.warning(
                     "giving up settling task=%s name=%s attempt=%s: database unavailable past the lease",
-                    item.ctx.task_id,
-                    item.ctx.name,
-                    item.ctx.attempt,
+                    item.attempt.task.id,
+                    item.attempt.task.name,
+                    item.attempt.task.attempt,
                 )
                 self._lost(item)
             else:
@@ -187,7 +175,7 @@ class Settler:
                 answer = self._locked(
                     lambda: self.store.complete_many(
                         self.worker_id,
-                        [(item.ctx.task_id, item.result_json) for item in completes],
+                        [(item.attempt.task.id, item.result_json) for item in completes],
                     )
                 )
             except _TRANSIENT:
@@ -231,15 +219,15 @@ class Settler:
                 raise
             except Exception:  # reported against this task; the others go on
                 logger.exception(
-                    "could not settle task=%s name=%s", item.ctx.task_id, item.ctx.name
+                    "could not settle task=%s name=%s", item.attempt.task.id, item.attempt.task.name
                 )
                 _db.drop_if_broken(self.store.alias)
                 continue
-            answer[item.ctx.task_id] = status
+            answer[item.attempt.task.id] = status
         return answer
 
     def _settle_one(self, item: Settlement) -> str:
-        task_id = item.ctx.task_id
+        task_id = item.attempt.task.id
         failure = item.failure
         if failure is None:
             result_json = item.result_json
@@ -271,13 +259,13 @@ class Settler:
 
     def _record(self, items: list[Settlement], answer: dict[str, str]) -> None:
         for item in items:
-            status = answer.get(item.ctx.task_id)
+            status = answer.get(item.attempt.task.id)
             if status is None:
                 self._lost(item)
             else:
-                item.ctx._end_settle(status)
+                item.attempt.end_settle(status)
                 self.on_settled(item, status)
 
     def _lost(self, item: Settlement) -> None:
-        item.ctx._end_settle(None)
+        item.attempt.end_settle(None)
         self.on_lost(item)

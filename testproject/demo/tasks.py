@@ -15,6 +15,7 @@ import os
 import signal
 import threading
 import time
+from types import MappingProxyType
 from typing import Any
 
 import cairnq_django as cairnq
@@ -316,6 +317,12 @@ def echo_batch(items: list[Any]) -> dict[str, Any]:
             value = {"s": "a\u0000b"}
         results[item.task_id] = value
     return results
+
+
+@task("demo.mapping_batch", batch=4)
+def mapping_batch(items: list[Any]) -> Any:
+    """Return results as a read-only ``Mapping`` that is not a ``dict``: they still fill by task id."""
+    return MappingProxyType({item.task_id: {"n": item.payload["n"]} for item in items if "n" in item.payload})
 
 
 @task("demo.batch_raise", batch=4)

@@ -174,6 +174,16 @@ def test_batches_and_async_handlers(in_test_transaction: None) -> None:
     assert (row.status, row.result, row.message) == ("succeeded", "async done", "half way")
 
 
+def test_a_batch_result_may_be_any_mapping(in_test_transaction: None) -> None:
+    # As in the worker (tests/worker/test_settlement.py): a Mapping that is not
+    # a dict fills results by task id; a task it leaves out succeeds with none.
+    filled = [cq.submit("demo.mapping_batch", {"n": i}) for i in range(3)]
+    left_out = cq.submit("demo.mapping_batch", {})
+    run_until_idle(names=["demo.mapping_batch"])
+    assert [(cq.get(t.id).status, cq.get(t.id).result) for t in filled] == [("succeeded", {"n": i}) for i in range(3)]
+    assert (cq.get(left_out.id).status, cq.get(left_out.id).result) == ("succeeded", None)
+
+
 def test_async_batch_handlers_read_large_payloads(in_test_transaction: None) -> None:
     # 300 KB: over the 256 KiB a claim returns inline.
     big = cq.submit(PREFIX + "async_batch", {"blob": "x" * 300_000})

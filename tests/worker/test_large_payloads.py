@@ -18,7 +18,7 @@ from django.test.utils import CaptureQueriesContext
 
 import cairnq_django as cq
 from cairnq_django.conf import get_config
-from cairnq_django.tasks.context import TaskContext
+from cairnq_django.worker.attempt import Attempt, AttemptOwner
 from cairnq_django.exceptions import LostLease
 from cairnq_django.models import Task
 from cairnq_django.protocol.payload import byte_size
@@ -86,25 +86,27 @@ def test_every_write_that_answers_with_a_row_leaves_a_large_payload_behind(store
 
 def test_context_fetches_on_first_use_and_forgets_after(store: Any) -> None:
     big, small = _claim_both(store)
-    big_ctx, small_ctx = TaskContext(store, big, "w1", 30_000), TaskContext(store, small, "w1", 30_000)
+    owner = AttemptOwner(store, "w1", 30_000)
+    big_attempt, small_attempt = Attempt(big, owner), Attempt(small, owner)
+    big_ctx, small_ctx = big_attempt.context, small_attempt.context
     # The byte budget is charged from the claim's figure, without a fetch.
-    assert big_ctx._payload_bytes() == big.__dict__[PAYLOAD_BYTES]
-    assert big_ctx._payload_deferred and not small_ctx._payload_deferred
-    assert big_ctx.payload == BIG and not big_ctx._payload_deferred
-    big_ctx._drop_payload()
-    assert big_ctx._payload_deferred
+    assert big_attempt.payload_bytes() == big.__dict__[PAYLOAD_BYTES]
+    assert big_attempt.payload_deferred and not small_attempt.payload_deferred
+    assert big_ctx.payload == BIG and not big_attempt.payload_deferred
+    big_attempt.drop_payload()
+    assert big_attempt.payload_deferred
     assert big_ctx.payload == BIG  # fetched again
     # An inline payload costs no query and is kept.
     with CaptureQueriesContext(connection) as queries:
         assert small_ctx.payload == SMALL
-        small_ctx._drop_payload()
+        small_attempt.drop_payload()
         assert small_ctx.payload == SMALL
     assert len(queries) == 0
 
 
 def test_context_loses_the_lease_when_the_row_is_gone(store: Any) -> None:
     big, _ = _claim_both(store)
-    ctx = TaskContext(store, big, "w1", 30_000)
+    ctx = Attempt(big, AttemptOwner(store, "w1", 30_000)).context
     Task.objects.filter(id=big.id).delete()
     with pytest.raises(LostLease):
         ctx.payload  # noqa: B018 - the access is the test

@@ -276,6 +276,20 @@ def test_one_unstorable_result_does_not_sink_the_batch(
         assert odd.status == "succeeded"
 
 
+def test_a_batch_result_may_be_any_mapping(cairnq_db: Any, start_worker: Any) -> None:
+    # docs/worker.md: "a mapping fills results by task id" -- any Mapping, not
+    # only a dict; a task the mapping leaves out succeeds with no result.
+    # tests/native/test_testing.py pins the same for run_until_idle.
+    filled = [api.submit("demo.mapping_batch", {"n": i}).id for i in range(3)]
+    left_out = api.submit("demo.mapping_batch", {}).id
+    worker = start_worker("--burst")
+    assert worker.wait() == 0, worker.output()[-2000:]
+    for i, task in enumerate(rows(filled)):
+        assert (task.status, task.result) == ("succeeded", {"n": i})
+    (odd,) = rows([left_out])
+    assert (odd.status, odd.result) == ("succeeded", None)
+
+
 def test_heartbeat_keeps_a_long_task_beyond_its_lease(
     cairnq_db: Any, start_worker: Any
 ) -> None:
