@@ -280,8 +280,8 @@ def test_a_batch_result_may_be_any_mapping(cairnq_db: Any, start_worker: Any) ->
     # docs/worker.md: "a mapping fills results by task id" -- any Mapping, not
     # only a dict; a task the mapping leaves out succeeds with no result.
     # tests/native/test_testing.py pins the same for run_until_idle.
-    filled = [api.submit("demo.mapping_batch", {"n": i}).id for i in range(3)]
-    left_out = api.submit("demo.mapping_batch", {}).id
+    filled = [cq.submit("demo.mapping_batch", {"n": i}).id for i in range(3)]
+    left_out = cq.submit("demo.mapping_batch", {}).id
     worker = start_worker("--burst")
     assert worker.wait() == 0, worker.output()[-2000:]
     for i, task in enumerate(rows(filled)):
