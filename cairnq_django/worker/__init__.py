@@ -2,9 +2,10 @@
 
 ``options`` (``WorkerOptions``), ``loop`` (``Worker.run``), ``planner`` (the
 claim poll: source order, probe, sessions, budgets), ``budgets`` (call,
-per-name, resource and byte budgets), ``executor`` (the thread pool and event
-loop that run handlers), ``settler`` (coalesced settlement writes),
-``heartbeat`` (lease renewal), ``housekeeping`` (retention and the
+per-name, resource and byte budgets), ``attempt`` (the worker's state of one
+attempt), ``executor`` (the thread pool and event loop that run handlers),
+``outcomes`` (a handler's return or exception made settlements), ``settler``
+(coalesced settlement writes), ``heartbeat`` (lease renewal), ``housekeeping`` (retention and the
 unserved-names check), ``wakeups`` (LISTEN / file-change wake-ups),
 ``connections`` (connection care) and ``shutdown`` (two-phase signals).
 Periodic schedules are ticked from the loop through
