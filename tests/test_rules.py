@@ -59,9 +59,9 @@ def test_equal_jitter_bounds() -> None:
 
 
 def test_database_retry_backoff_sequence() -> None:
-    from cairnq_django.worker.connections import Backoff as DatabaseBackoff
+    from cairnq_django.worker.settler import RETRY_CAP_S, RETRY_FIRST_S
 
-    retries = DatabaseBackoff()
+    retries = Backoff(RETRY_FIRST_S, RETRY_CAP_S)
     retries.uniform = lambda: 1.0  # the top of each window
     assert [retries.next_delay() for _ in range(8)] == [0.25, 0.5, 1.0, 2.0, 4.0, 5.0, 5.0, 5.0]
     assert retries.failures == 8 and retries.since is not None
@@ -70,7 +70,7 @@ def test_database_retry_backoff_sequence() -> None:
     retries.uniform = lambda: 0.0  # the bottom: half of each window
     assert [retries.next_delay() for _ in range(3)] == [0.125, 0.25, 0.5]
     # The claim loop's own constants go through the same rule.
-    custom = DatabaseBackoff(0.05, 2.0)
+    custom = Backoff(0.05, 2.0)
     custom.uniform = lambda: 1.0
     assert [custom.next_delay() for _ in range(7)] == [0.05, 0.1, 0.2, 0.4, 0.8, 1.6, 2.0]
 

@@ -12,7 +12,6 @@ import logging
 
 from django.db import close_old_connections, connections
 
-from ..protocol import backoff
 
 logger = logging.getLogger("cairnq_django.worker")
 
@@ -94,10 +93,3 @@ def close_quietly(alias: str) -> None:
 def handler_thread_reset() -> None:
     """Apply Django's request-style connection policy around a handler call."""
     close_old_connections()
-
-
-class Backoff(backoff.Backoff):
-    """Capped, jittered delay for retrying a database that went away (0.25 s doubling to 5 s by default)."""
-
-    def __init__(self, first: float = 0.25, cap: float = 5.0) -> None:
-        super().__init__(first, cap, jitter=True)

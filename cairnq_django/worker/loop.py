@@ -31,6 +31,7 @@ from .heartbeat import Heartbeat, beat_interval_ms
 from .options import WorkerOptions
 from .budgets import Budgets, Source, build_sources
 from .planner import ClaimPlanner
+from ..protocol.backoff import Backoff
 from ..store.base import NO_HOOKS, ClaimHooks
 from .outcomes import NO_BACKOFF, Settlement, fail_settlement
 from .settler import Settler
@@ -364,7 +365,7 @@ class Worker(AttemptOwner):
 
     def _loop(self) -> None:
         poll_s = self.options.poll_interval_ms / 1000
-        errors = _db.Backoff(CLAIM_ERROR_BACKOFF_S, CLAIM_ERROR_BACKOFF_MAX_S)
+        errors = Backoff(CLAIM_ERROR_BACKOFF_S, CLAIM_ERROR_BACKOFF_MAX_S)
         max_tasks = self.options.max_tasks
         while not self._stop_requested:
             # The worker's close_old_connections(): replace a connection an

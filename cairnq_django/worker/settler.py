@@ -24,6 +24,7 @@ from django.db import InterfaceError, OperationalError
 from ..exceptions import LostLease
 from ..store.base import Failure
 from . import connections as _db
+from ..protocol.backoff import Backoff
 from ..protocol.envelopes import unserializable_envelope
 from .outcomes import Settlement
 
@@ -35,6 +36,10 @@ logger = logging.getLogger("cairnq_django.worker")
 # Errors that mean "the database went away": retry the same writes later.
 _TRANSIENT = (OperationalError, InterfaceError)
 # Most rows one statement carries; more wait for the next round.
+# Retrying a database that went away: 0.25 s doubling to 5 s, jittered.
+RETRY_FIRST_S = 0.25
+RETRY_CAP_S = 5.0
+
 _MAX_ROWS = 2048
 
 
@@ -107,7 +112,7 @@ class Settler:
     # ---- the thread --------------------------------------------------------------
     def _run(self) -> None:
         _db.tag_thread(self.store.alias, self.application_name)
-        backoff = _db.Backoff()
+        backoff = Backoff(RETRY_FIRST_S, RETRY_CAP_S)
         try:
             while True:
                 with self._cond:
