@@ -216,3 +216,58 @@ class QueueDashboard(Task):
         verbose_name = _("queue dashboard")
         verbose_name_plural = _("queue dashboard")
         default_permissions = ()
+
+
+# ---- the app's own tables (state protocol v1 does not define) ---------------
+
+
+class QueuePause(models.Model):
+    """A paused queue: no worker of this app claims from it until it is resumed.
+
+    Read inside every claim statement, so a pause holds across workers,
+    hosts and restarts; workers of the other SDKs do not read it.
+    """
+
+    queue = models.CharField(primary_key=True, max_length=1024)
+    paused_at_ms = models.BigIntegerField()
+    paused_by = models.CharField(max_length=150, blank=True, default="")
+    reason = models.TextField(blank=True, default="")
+
+    class Meta:
+        db_table = "cairnq_django_queue_pause"
+        verbose_name = _("queue pause")
+        permissions = [("pause_queue", "Can pause and resume queues")]
+
+    def __str__(self) -> str:
+        return self.queue
+
+    @property
+    def paused_at(self) -> dt.datetime | None:
+        return ms_to_datetime(self.paused_at_ms)
+
+
+class FleetStart(models.Model):
+    """One started call under a fleet limit: the log fleet limits are counted from.
+
+    A call is running while its first task (``task_id``) is still running
+    under the same attempt and worker with a live lease; the rows inside a
+    rate window are its recent starts. See docs/limits.md.
+    """
+
+    id = models.BigAutoField(primary_key=True)
+    # "task:<name>" for a name's own limits, "resource:<name>" for a global resource.
+    scope = models.CharField(max_length=1100)
+    limit_key = models.CharField(max_length=1024, blank=True, default="")
+    task_id = models.CharField(max_length=64)
+    attempt = models.IntegerField()
+    worker_id = models.CharField(max_length=255)
+    started_at_ms = models.BigIntegerField()
+
+    class Meta:
+        db_table = "cairnq_django_fleet_start"
+        verbose_name = _("fleet-limited start")
+        default_permissions = ("view",)
+        indexes = [
+            models.Index(fields=["task_id"], name="cairnq_django_start_task_idx"),
+            models.Index(fields=["scope", "limit_key", "started_at_ms"], name="cairnq_django_start_window_idx"),
+        ]
