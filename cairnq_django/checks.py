@@ -4,7 +4,7 @@ Each misconfiguration has a stable id and a hint. The checks read settings
 only; they never open a database connection, so they are safe
 in ``manage.py check`` on a machine without the database.
 
-Ids used here: cairnq.E001-E004, W005, E006-E009, W010, E011-E015. The rules
+Ids used here: cairnq.E001-E004, W005, E006-E009, W010, E011-E016. The rules
 themselves live in ``conf`` (and ``protocol.bounds``), shared with the worker
 command and the worker; this module gives each fault its id and hint.
 """
@@ -271,6 +271,9 @@ def _check_resources(config: Mapping[str, Any]) -> list[checks.CheckMessage]:
     return [
         checks.Error(f'CAIRNQ["RESOURCES"]{text}.', hint=_RESOURCE_HINTS[kind], id="cairnq.E007")
         for kind, text in conf.resources_problems(config.get("RESOURCES"))
+    ] + [
+        checks.Error(f'CAIRNQ["GLOBAL_RESOURCES"]{text}.', hint=_RESOURCE_HINTS[kind], id="cairnq.E016")
+        for kind, text in conf.resources_problems(config.get("GLOBAL_RESOURCES"))
     ]
 
 
@@ -307,14 +310,19 @@ def check_task_resources(app_configs: Any = None, **kwargs: Any) -> list[checks.
     cannot see. The worker itself still refuses to start while a resource it
     would need is declared neither way.
     """
-    resources = get_config().get("RESOURCES") or {}
-    if not isinstance(resources, dict):
-        return []  # check_configuration reports the wrong type (cairnq.E007)
+    config = get_config()
+    resources = config.get("RESOURCES") or {}
+    global_resources = config.get("GLOBAL_RESOURCES") or {}
+    if not isinstance(resources, dict) or not isinstance(global_resources, dict):
+        return []  # check_configuration reports the wrong type (cairnq.E007, E016)
     return [
         checks.Warning(
             message,
-            hint='Add it to CAIRNQ["RESOURCES"] (e.g. {"gpu": 1}) or start the worker with --resource NAME=N.',
+            hint=(
+                'Add it to CAIRNQ["RESOURCES"] (e.g. {"gpu": 1}) or CAIRNQ["GLOBAL_RESOURCES"] '
+                "(a fleet-wide capacity), or start the worker with --resource NAME=N."
+            ),
             id="cairnq.W010",
         )
-        for message in conf.undeclared_resources(resources, registered().values())
+        for message in conf.undeclared_resources(resources, registered().values(), global_resources)
     ]

@@ -42,6 +42,9 @@ DEFAULTS: dict[str, Any] = {
     "RETRY_BACKOFF_MAX_MS": 30_000,
     # Named capacities handlers may join with ``@task(resource=...)``.
     "RESOURCES": {},
+    # Capacities shared by the whole fleet: at most N calls holding the
+    # resource across every worker and host (docs/limits.md).
+    "GLOBAL_RESOURCES": {},
     # Seconds a stopping worker waits for calls in flight before handing them back.
     "DRAIN_TIMEOUT": 30.0,
     # Submit gate: an int for every queue or {queue: limit}; None disables it.
@@ -161,7 +164,7 @@ def capacity_problem(capacity: Any) -> str | None:
 
 
 def resources_problems(resources: Any) -> list[tuple[str, str]]:
-    """``RESOURCES``: a dict of name to capacity. One (kind, text) per fault.
+    """``RESOURCES`` or ``GLOBAL_RESOURCES``: a dict of name to capacity. One (kind, text) per fault.
 
     kind is "type", "name" or "capacity"; text follows ``CAIRNQ["RESOURCES"]``
     ("must be a dict ...", "has a resource name ...", ``["gpu"] must be ...``).
@@ -187,8 +190,11 @@ def effective_heartbeat_ms(config: Mapping[str, Any]) -> int:
     return max(bounds.MIN_BEAT_MS, int(config["LEASE_MS"]) // 3)
 
 
-def undeclared_resources(resources: Mapping[str, Any], definitions: Iterable[TaskDefinition]) -> list[str]:
-    """One message per task among ``definitions`` naming a resource ``resources`` lacks."""
+def undeclared_resources(
+    resources: Mapping[str, Any], definitions: Iterable[TaskDefinition], global_resources: Mapping[str, Any] | None = None
+) -> list[str]:
+    """One message per task among ``definitions`` naming a resource neither mapping declares."""
+    resources = {**(global_resources or {}), **resources}
     declared = ", ".join(sorted(map(str, resources))) or "none"
     return [
         f"task {definition.name!r} uses resource {definition.resource!r}, which is not declared; "

@@ -15,9 +15,11 @@ from .. import signals
 from ..conf import get_config
 from ..exceptions import PayloadTooLarge
 from ..protocol import bounds, validation
+from ..protocol.limits import METADATA_KEY, METADATA_NAMESPACE, limit_key_of
 from ..protocol.payload import encode_object
 from ..store import get_store
 from ..store.base import SubmitSpec
+from ..tasks.registry import get_task
 from ..tasks.unknown import judge, judged
 from . import backpressure
 from .schema_guard import needs_schema
@@ -65,6 +67,9 @@ def build_spec(
     payload_json = encode_object(payload, what="payload")
     _check_payload_size(payload_json, get_config()["MAX_PAYLOAD_BYTES"])
     metadata_json = encode_object(metadata, what="metadata")
+    definition = get_task(name)
+    if definition is not None and definition.limit_key is not None:
+        metadata_json = _with_limit_key(metadata, limit_key_of(definition.limit_key, payload, name))
     return SubmitSpec(
         name=name,
         payload_json=payload_json,
@@ -79,6 +84,14 @@ def build_spec(
         root_id=root_id,
         correlation_id=correlation_id,
     )
+
+
+def _with_limit_key(metadata: Any, key: str) -> str:
+    """The metadata with the task's limit key under the app's namespace (docs/limits.md)."""
+    merged = dict(metadata or {})
+    own = merged.get(METADATA_NAMESPACE)
+    merged[METADATA_NAMESPACE] = {**(own if isinstance(own, Mapping) else {}), METADATA_KEY: key}
+    return encode_object(merged, what="metadata")
 
 
 def gate_limits(specs: Iterable[SubmitSpec]) -> builtins.list[tuple[str, int]]:
@@ -204,6 +217,8 @@ def specs_for_many(items: Iterable[Any], common: Mapping[str, Any]) -> Iterator[
             if shared is None:
                 shared = build_spec(name, payload, **common)
                 yield shared
+            elif _keyed(name):
+                yield build_spec(name, payload, **common)  # its own limit key in its metadata
             else:
                 yield _like(shared, name, payload, size_limit)
             continue
@@ -218,6 +233,11 @@ def specs_for_many(items: Iterable[Any], common: Mapping[str, Any]) -> Iterator[
         name = fields.pop("name")
         payload = fields.pop("payload", None)
         yield build_spec(name, payload, **{**common, **fields})
+
+
+def _keyed(name: Any) -> bool:
+    definition = get_task(name) if isinstance(name, str) else None
+    return definition is not None and definition.limit_key is not None
 
 
 def _like(shared: SubmitSpec, name: Any, payload: Any, size_limit: int | None) -> SubmitSpec:

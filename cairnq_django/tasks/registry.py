@@ -23,6 +23,7 @@ from asgiref.sync import sync_to_async
 from django.core.exceptions import ImproperlyConfigured
 
 from ..protocol import bounds
+from ..protocol.limits import LimitKey, Rate, parse_rate
 
 __all__ = [
     "TaskDefinition",
@@ -75,6 +76,23 @@ def _in_range(allowed: bounds.IntRange) -> Callable[[str, Any], int]:
     return check
 
 
+def _rate(option: str, value: Any) -> Rate:
+    try:
+        return parse_rate(value)
+    except ValueError as exc:
+        raise TaskDefinitionError(f"@task option {option!r} {exc}") from None
+
+
+def _limit_key(option: str, value: Any) -> LimitKey:
+    if callable(value):
+        return value  # type: ignore[no-any-return]
+    if not isinstance(value, str):
+        raise TaskDefinitionError(
+            f"@task option {option!r} must be a payload field name or a callable of the payload, got {value!r}"
+        )
+    return _text(option, value)
+
+
 _OPTION_CHECKS: dict[str, Callable[[str, Any], Any]] = {
     "queue": _text,
     "resource": _text,
@@ -82,7 +100,23 @@ _OPTION_CHECKS: dict[str, Callable[[str, Any], Any]] = {
     "concurrency": _positive_int,
     "max_attempts": _in_range(bounds.MAX_ATTEMPTS),
     "priority": _in_range(bounds.PRIORITY),
+    "global_concurrency": _in_range(bounds.COUNT),
+    "rate_limit": _rate,
+    "limit_key": _limit_key,
 }
+
+
+def _check_fleet_options(options: dict[str, Any]) -> None:
+    """The rules between the fleet options; each option alone was checked already."""
+    if options["limit_key"] is not None:
+        if options["global_concurrency"] is None and options["rate_limit"] is None:
+            raise TaskDefinitionError(
+                "@task option 'limit_key' needs 'global_concurrency' or 'rate_limit': it says what they count per"
+            )
+        if options["batch"] is not None:
+            raise TaskDefinitionError(
+                "@task options 'limit_key' and 'batch' cannot be combined: one batch call mixes keys"
+            )
 
 
 def _positional_count(func: Callable[..., Any]) -> int:
@@ -114,6 +148,9 @@ class TaskDefinition:
         resource: str | None,
         max_attempts: int | None,
         priority: int | None,
+        global_concurrency: int | None = None,
+        rate_limit: Rate | None = None,
+        limit_key: LimitKey | None = None,
     ) -> None:
         self.func = func
         self.name = name
@@ -123,6 +160,10 @@ class TaskDefinition:
         self.resource = resource
         self.max_attempts = max_attempts
         self.priority = priority
+        # Fleet limits (docs/limits.md): counted in the claim across every worker.
+        self.global_concurrency = global_concurrency
+        self.rate_limit = rate_limit
+        self.limit_key = limit_key
         self.is_async = inspect.iscoroutinefunction(func)
         # Batch handlers receive one list; single-task ones (ctx, payload) or (ctx).
         self.takes_payload = batch is None and _positional_count(func) >= 2
@@ -136,6 +177,8 @@ class TaskDefinition:
                 ("batch", self.batch),
                 ("concurrency", self.concurrency),
                 ("resource", self.resource),
+                ("global_concurrency", self.global_concurrency),
+                ("rate_limit", self.rate_limit),
             )
             if value is not None
         )
@@ -151,7 +194,13 @@ class TaskDefinition:
             self.batch is not None
             or self.concurrency is not None
             or self.resource is not None
+            or self.fleet_limited
         )
+
+    @property
+    def fleet_limited(self) -> bool:
+        """True if the name has limits of its own counted across the fleet."""
+        return self.global_concurrency is not None or self.rate_limit is not None
 
     def _options(self, options: dict[str, Any]) -> dict[str, Any]:
         for key, value in (
@@ -205,7 +254,8 @@ def _define(
     # Each option is checked only when given; None means "not set".
     for option, check in _OPTION_CHECKS.items():
         if options[option] is not None:
-            check(option, options[option])
+            options[option] = check(option, options[option])
+    _check_fleet_options(options)
     queue, resource = options["queue"], options["resource"]
     batch, concurrency = options["batch"], options["concurrency"]
     max_attempts, priority = options["max_attempts"], options["priority"]
@@ -218,6 +268,9 @@ def _define(
         resource=resource,
         max_attempts=max_attempts,
         priority=priority,
+        global_concurrency=options["global_concurrency"],
+        rate_limit=options["rate_limit"],
+        limit_key=options["limit_key"],
     )
     with _lock:
         existing = _registry.get(name)
@@ -254,6 +307,9 @@ def task(
     resource: str | None = None,
     max_attempts: int | None = None,
     priority: int | None = None,
+    global_concurrency: int | None = None,
+    rate_limit: str | None = None,
+    limit_key: LimitKey | None = None,
 ) -> Callable[[Callable[..., Any]], TaskDefinition]: ...
 
 
@@ -268,12 +324,17 @@ def task(
     resource: str | None = None,
     max_attempts: int | None = None,
     priority: int | None = None,
+    global_concurrency: int | None = None,
+    rate_limit: str | None = None,
+    limit_key: LimitKey | None = None,
 ) -> Any:
     """Register a handler: ``@task``, ``@task("name")`` or ``@task(batch=..., resource=...)``.
 
     ``queue``, ``max_attempts`` and ``priority`` are submit defaults for
     ``.submit()``/``.call()``; ``batch``, ``concurrency`` and ``resource``
-    shape how a worker claims and calls it.
+    shape how a worker claims and calls it. ``global_concurrency``,
+    ``rate_limit`` and ``limit_key`` are counted across every worker of the
+    fleet (docs/limits.md).
     """
     options = {
         "queue": queue,
@@ -282,6 +343,9 @@ def task(
         "resource": resource,
         "max_attempts": max_attempts,
         "priority": priority,
+        "global_concurrency": global_concurrency,
+        "rate_limit": rate_limit,
+        "limit_key": limit_key,
     }
     if callable(name_or_func) and not isinstance(name_or_func, str):
         return _define(name_or_func, name, **options)
