@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from ..models import Task
 
+from ..protocol.limits import FleetLimits
 from ..protocol.validation import CONFLICT_STRATEGIES as CONFLICT_STRATEGIES  # re-exported
 
 
@@ -58,15 +59,17 @@ class Draw:
 
     ``draw(names, limit)`` takes up to ``limit`` claimable rows whose name is in
     ``names`` (``None`` = any name; ``[]`` = nothing) and returns them leased.
+    ``draw([name], limit, fleet)`` also stays within the name's fleet limits
+    and returns its rows in claim order, ``fleet.batch`` rows to a call.
     """
 
-    run: Callable[[Sequence[str] | None, int], list[Task]]
+    run: Callable[[Sequence[str] | None, int, FleetLimits | None], list[Task]]
     rows: list[Task] = field(default_factory=list)
 
-    def __call__(self, names: Sequence[str] | None, limit: int) -> list[Task]:
+    def __call__(self, names: Sequence[str] | None, limit: int, fleet: FleetLimits | None = None) -> list[Task]:
         if limit <= 0 or (names is not None and len(names) == 0):
             return []
-        taken = self.run(names, limit)
+        taken = self.run(names, limit, fleet)
         self.rows.extend(taken)
         return taken
 

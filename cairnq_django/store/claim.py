@@ -13,7 +13,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from ..protocol.limits import FleetLimits
 from .base import ClaimProbe, ClaimRequest, Draw
+from .rows import decode_rows, defer_large_payloads, task_from_row
 
 if TYPE_CHECKING:
     from ..models import Task
@@ -42,7 +44,9 @@ def claim_session(store: SQLStore, request: ClaimRequest, plan: Callable[[Draw],
     after_lock = request.hooks.after_lock
     worker_id = request.worker_id
 
-    def run(names: Sequence[str] | None, limit: int) -> list[Task]:
+    def run(names: Sequence[str] | None, limit: int, fleet: FleetLimits | None) -> list[Task]:
+        if fleet is not None:
+            return draw_limited(store, queues, worker_id, lease_ms, fleet, limit, relaxed)
         return draw(store, queues, worker_id, lease_ms, names, limit, relaxed)
 
     # One draw and nothing to recover: one autocommit statement instead of
@@ -124,16 +128,68 @@ def draw(
     return store._tasks(statement, params)
 
 
-def _once(run: Callable[[Sequence[str] | None, int], T]) -> Callable[[Sequence[str] | None, int], T]:
+DrawFunction = Callable[[Sequence[str] | None, int, FleetLimits | None], T]
+
+
+# A keyed draw reads at least this many queued rows of its name, so keys
+# with room are found behind a long run of one key's tasks.
+KEYED_SCAN_ROWS = 512
+
+
+def draw_limited(
+    store: SQLStore,
+    queues: list[str],
+    worker_id: str,
+    lease_ms: int,
+    fleet: FleetLimits,
+    limit: int,
+    relaxed: bool = False,
+) -> list[Task]:
+    """One draw of ``fleet.name`` within its fleet limits; rows in claim order (docs/limits.md).
+
+    The dialect counts the fleet's live calls and recent starts and leases
+    what they admit in one transaction, serialized per scope (PostgreSQL:
+    advisory locks; SQLite: the write lock), and logs one start per call.
+    """
+    if not queues:
+        return []
+    rate = fleet.rate
+    own = [v for v in (fleet.concurrency, rate and rate.count, rate and rate.burst) if v is not None]
+    params: dict[str, Any] = {
+        "scopes": store._list(fleet.scopes),
+        "name_scope": fleet.name_scope,
+        "resource_scope": fleet.resource_scope,
+        "queues": store._list(queues),
+        "name": fleet.name,
+        "worker_id": worker_id,
+        "lease_ms": lease_ms,
+        "limit": limit,
+        "batch": fleet.batch,
+        "keyed": store._bool(fleet.keyed),
+        "concurrency": fleet.concurrency,
+        "rate_count": rate.count if rate else None,
+        "rate_ms": rate.window_ms if rate else None,
+        "burst_count": rate.burst if rate else None,
+        "burst_ms": rate.burst_window_ms if rate else None,
+        "fresh_room": min(own) if own else None,
+        "resource_capacity": fleet.resource_capacity,
+        "scan": max(limit, KEYED_SCAN_ROWS) if fleet.keyed else limit,
+        **store._claim_commit(relaxed),
+    }
+    rows = decode_rows(defer_large_payloads(store._limited_rows(params, fleet)))
+    return [task_from_row(store.alias, row) for row in rows]
+
+
+def _once(run: DrawFunction[T]) -> DrawFunction[T]:
     """Wrap a draw so a second call fails: a transactionless session may draw only once."""
     used = False
 
-    def draw_once(names: Sequence[str] | None, limit: int) -> T:
+    def draw_once(names: Sequence[str] | None, limit: int, fleet: FleetLimits | None) -> T:
         nonlocal used
         if used:
             raise RuntimeError("a single-draw claim session drew twice")
         used = True
-        return run(names, limit)
+        return run(names, limit, fleet)
 
     return draw_once
 

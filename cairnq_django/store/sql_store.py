@@ -22,6 +22,7 @@ from django.db import connections, transaction
 from ..protocol import payload as _payload, validation
 from ..exceptions import AlreadyExists, LostLease
 from ..protocol.ids import task_id as new_task_id, task_ids as new_task_ids
+from ..protocol.limits import FleetLimits
 from ..models import LIVE_STATUSES, Task, TaskStatus
 from ..protocol.envelopes import LEASE_EXPIRED_ERROR, encode_error
 from ..protocol.validation import check_spec as validate_spec
@@ -130,6 +131,10 @@ class SQLStore(Store):
         raise NotImplementedError
 
     # ---- execution -----------------------------------------------------
+    def _limited_rows(self, params: dict[str, Any], fleet: FleetLimits) -> builtins.list[dict[str, Any]]:
+        """Run a fleet-limited draw (``claim.draw_limited``); raw rows in claim order."""
+        raise NotImplementedError
+
     def _cursor(self, statement: str = "") -> Any:
         """A cursor on the store's connection to run shipped statement ``statement``."""
         return connections[self.alias].cursor()

@@ -9,7 +9,14 @@ still safe after it: no call ever waits for a slot while holding a lease.
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from ..protocol.limits import FleetLimits
+
+if TYPE_CHECKING:
+    from ..tasks.registry import TaskDefinition
 
 
 @dataclass(frozen=True)
@@ -20,7 +27,10 @@ class Source:
     batch: int = 1
     # Per-name concurrency; only a single-name source carries one.
     concurrency: int | None = None
+    # A resource this process caps (RESOURCES / --resource); None: no local cap.
     resource: str | None = None
+    # Limits counted across the fleet, in the claim; only a single-name source carries them.
+    fleet: FleetLimits | None = None
 
     @property
     def key(self) -> str | None:
@@ -125,18 +135,30 @@ def _drop(counts: dict[str, int], key: str) -> None:
         counts.pop(key, None)
 
 
-def build_sources(definitions: list) -> list[Source]:  # type: ignore[type-arg]
-    """Split registered handlers into claim sources, registration order, shared last."""
+def build_sources(
+    definitions: Iterable[TaskDefinition],
+    resources: Mapping[str, int] | None = None,
+    global_resources: Mapping[str, int] | None = None,
+) -> list[Source]:
+    """Split registered handlers into claim sources, registration order, shared last.
+
+    A resource only ``global_resources`` declares is capped in the claim,
+    not by this process; one in both is capped both ways.
+    """
+    local = resources if resources is not None else {}
+    fleet_wide = global_resources or {}
     sources: list[Source] = []
     shared: list[str] = []
     for definition in definitions:
         if definition.own_source:
+            resource = definition.resource
             sources.append(
                 Source(
                     names=(definition.name,),
                     batch=definition.batch or 1,
                     concurrency=definition.concurrency,
-                    resource=definition.resource,
+                    resource=resource if resource is not None and (resource in local or resource not in fleet_wide) else None,
+                    fleet=fleet_limits(definition, fleet_wide),
                 )
             )
         else:
@@ -144,3 +166,19 @@ def build_sources(definitions: list) -> list[Source]:  # type: ignore[type-arg]
     if shared:
         sources.append(Source(names=tuple(shared)))
     return sources
+
+
+def fleet_limits(definition: TaskDefinition, global_resources: Mapping[str, int]) -> FleetLimits | None:
+    """The fleet limits a draw of ``definition`` honours, or None when it has none."""
+    resource = definition.resource if definition.resource in global_resources else None
+    if not definition.fleet_limited and resource is None:
+        return None
+    return FleetLimits(
+        name=definition.name,
+        batch=definition.batch or 1,
+        concurrency=definition.global_concurrency,
+        rate=definition.rate_limit,
+        keyed=definition.limit_key is not None,
+        resource=resource,
+        resource_capacity=global_resources[resource] if resource is not None else None,
+    )

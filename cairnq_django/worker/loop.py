@@ -76,7 +76,7 @@ class Worker(AttemptOwner):
             definitions if definitions is not None else registered().values()
         )
         self._check_resources()
-        self.sources = build_sources(self.definitions)
+        self.sources = build_sources(self.definitions, options.resources, options.global_resources)
         self.names = [definition.name for definition in self.definitions]
         self.budgets = Budgets(
             concurrency=max(1, options.concurrency),
@@ -173,7 +173,12 @@ class Worker(AttemptOwner):
                 raise ImproperlyConfigured(
                     f"resource {name!r} must have an integer capacity >= 1, got {capacity!r}"
                 )
-        errors = undeclared_resources(self.options.resources, self.definitions)
+        for name, capacity in self.options.global_resources.items():
+            if capacity_problem(capacity) is not None:
+                raise ImproperlyConfigured(
+                    f"global resource {name!r} must have an integer capacity >= 1, got {capacity!r}"
+                )
+        errors = undeclared_resources(self.options.resources, self.definitions, self.options.global_resources)
         if errors:
             raise ImproperlyConfigured("; ".join(errors))
 

@@ -15,6 +15,8 @@ class WorkerOptions:
     queues: list[str] = field(default_factory=lambda: ["default"])
     concurrency: int = 1
     resources: dict[str, int] = field(default_factory=dict)
+    # Fleet-wide capacities (CAIRNQ["GLOBAL_RESOURCES"]), counted in the claim.
+    global_resources: dict[str, int] = field(default_factory=dict)
     lease_ms: int = 30_000
     heartbeat_interval_ms: int | None = None
     max_run_ms: int | None = None
@@ -36,6 +38,7 @@ class WorkerOptions:
             queues=list(config["QUEUES"]),
             concurrency=config["CONCURRENCY"],
             resources=dict(config["RESOURCES"] or {}),
+            global_resources=dict(config["GLOBAL_RESOURCES"] or {}),
             lease_ms=config["LEASE_MS"],
             heartbeat_interval_ms=config["HEARTBEAT_INTERVAL_MS"],
             max_run_ms=config["MAX_RUN_MS"],

@@ -234,7 +234,7 @@ class ClaimPlanner:
                 limit = source.batch * quota
                 if rows_left is not None:
                     limit = min(limit, rows_left)
-                rows = draw(list(source.names), limit)
+                rows = draw(list(source.names), limit, source.fleet)
                 if len(rows) == limit:
                     full[0] = True
                 if not rows:

@@ -32,9 +32,11 @@ RUNNING_ROWS = 300
 
 # Statements with no counterpart by nature: the admin's blob reads need SQLite
 # rowids; bulk submit streams rows with PostgreSQL's COPY; only PostgreSQL
-# keeps a row estimate for the admin's count.
-SQLITE_ONLY = {"admin_payload_rowids"}
-POSTGRES_ONLY = {"copy_tasks", "table_estimate", "reuse_claim_plans"}
+# keeps a row estimate for the admin's count. A fleet-limited claim takes
+# advisory locks on PostgreSQL (SQLite's claims are serialized already), and
+# PostgreSQL logs its starts inside the claim statement.
+SQLITE_ONLY = {"admin_payload_rowids", "record_starts"}
+POSTGRES_ONLY = {"copy_tasks", "table_estimate", "reuse_claim_plans", "lock_scopes"}
 
 
 def test_both_dialects_ship_the_same_statements() -> None:

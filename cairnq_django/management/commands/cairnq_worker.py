@@ -256,11 +256,15 @@ class Command(BaseCommand):
         resources = dict(resources)
         for name, capacity in options["resources"] or []:
             resources[name] = capacity
+        global_resources = config.get("GLOBAL_RESOURCES") or {}
+        for _kind, text in resources_problems(global_resources):
+            raise CommandError(f'CAIRNQ["GLOBAL_RESOURCES"]{text}')
 
         worker_options = WorkerOptions(
             queues=list(dict.fromkeys(queues)),
             concurrency=values["concurrency"],
             resources=resources,
+            global_resources=dict(global_resources),
             lease_ms=values["lease_ms"],
             heartbeat_interval_ms=values["heartbeat_interval_ms"],
             max_run_ms=values["max_run_ms"],

@@ -25,6 +25,7 @@ from django.db.backends.postgresql.psycopg_any import is_psycopg3
 from ...conf import get_config
 from ...models import Task
 from ..base import SubmitSpec
+from ...protocol.limits import FleetLimits
 from ...protocol.ids import task_ids as new_task_ids
 from ..sql_store import SQLStore, collector_paused
 from .copy_text import text
@@ -88,6 +89,22 @@ def _prepared_cursor_class() -> type | None:
     return PreparedCursor
 
 
+def _binds_on_client(cursor: Any) -> bool:
+    """True if a Django cursor interpolates parameters itself (Django's default), so it may send two statements."""
+    from psycopg import ClientCursor  # psycopg 3 only: the caller checked is_psycopg3
+
+    return isinstance(cursor.cursor, ClientCursor)
+
+
+def _client_cursor(connection: Any) -> Any:
+    """A client-binding cursor on ``connection`` (under OPTIONS server_side_binding=True)."""
+    from psycopg import ClientCursor  # psycopg 3 only: the caller checked is_psycopg3
+
+    connection.ensure_connection()
+    with connection.wrap_database_errors:
+        return connection._prepare_cursor(ClientCursor(connection.connection))
+
+
 class PostgresStore(SQLStore):
     """Every protocol operation on a Django PostgreSQL connection."""
 
@@ -141,6 +158,22 @@ class PostgresStore(SQLStore):
             cursor.execute(statement(self.dialect, "reuse_claim_plans"))
         # On the driver's connection object, so a reconnect starts unset.
         raw._cairnq_reuses_plans = True
+
+    def _limited_rows(self, params: dict[str, Any], fleet: FleetLimits) -> list[dict[str, Any]]:
+        # The locks and the claim go in one message: one round trip, and the
+        # server runs them as one transaction, each statement with a fresh
+        # snapshot, so the claim counts what the lock holder before it committed.
+        sql = statement(self.dialect, "lock_scopes").rstrip() + ";\n" + statement(self.dialect, "claim_limited")
+        connection = connections[self.alias]
+        with connection.cursor() as cursor:
+            if is_psycopg3 and not _binds_on_client(cursor):
+                cursor = _client_cursor(connection)
+            cursor.execute(sql, params)
+            # psycopg 3 keeps the first statement's result current; psycopg2 the last.
+            if cursor.description is not None and cursor.description[0][0] == "pg_advisory_xact_lock":
+                cursor.nextset()
+            columns = [col[0] for col in cursor.description]
+            return [dict(zip(columns, row)) for row in cursor.fetchall()]
 
     def _claim_commit(self, relaxed: bool) -> dict[str, Any]:
         # None keeps the session's own setting (set_config with its current value).

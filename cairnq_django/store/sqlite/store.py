@@ -35,6 +35,8 @@ from django.db import OperationalError, connections, transaction
 from ...conf import get_config
 from ...exceptions import DatabaseFull
 from ...protocol.backoff import capped_doubling, equal_jitter
+from ...protocol.limits import FleetLimits
+from ..sql_files import statement
 from ..sql_store import SQLStore
 from .large_rows import step_sql
 from .durability import relaxed_commits
@@ -105,6 +107,34 @@ class SQLiteStore(SQLStore):
 
     def _insert_many_params(self, params: list[dict[str, Any]]) -> dict[str, Any]:
         return {"rows": json.dumps(params, ensure_ascii=False)}
+
+    def _limited_rows(self, params: dict[str, Any], fleet: FleetLimits) -> list[dict[str, Any]]:
+        params = {**params, **self._clock()}  # one "now" for every step
+        # savepoint=False: inside a claim session this joins its transaction.
+        with transaction.atomic(using=self.alias, savepoint=False):
+            # The write lock first: the counts below then hold until commit.
+            self._rows("lock_key", {"key": None})
+            picked = self._fetch("claim_limited", statement(self.dialect, "claim_limited"), params)
+            if not picked:
+                return []
+            steps = {**params, "picked": json.dumps([row["id"] for row in picked])}
+            self._step_rows("claim_write", steps)
+            rows = self._step_rows("tasks_read", steps)
+            keys = {row["id"]: row["limit_key"] for row in picked}
+            # A call is ``batch`` rows in claim order; its first row stands for it.
+            starts = [
+                {
+                    "scope": scope,
+                    "limit_key": keys[row["id"]] if scope == fleet.name_scope else "",
+                    "task_id": row["id"],
+                    "attempt": row["attempt"],
+                }
+                for row in rows[:: fleet.batch]
+                for scope in fleet.scopes
+            ]
+            record = {"starts": json.dumps(starts), "worker_id": params["worker_id"], "now": params["now"]}
+            self._fetch("record_starts", statement(self.dialect, "record_starts"), record)
+            return rows
 
     def _claim_scope(self, relaxed: bool) -> AbstractContextManager[object]:
         # A worker's claims commit at synchronous=NORMAL (durability.py).
