@@ -85,6 +85,7 @@ else:
 
 CAIRNQ = {
     "RESOURCES": {"gpu": 1},
+    "GLOBAL_RESOURCES": {"openai": 2},
     # The suite submits raw names that only a test's own worker, a peer SDK's
     # process or nobody serves; tests/test_first_run.py pins the default ("raise").
     "UNKNOWN_TASKS": "allow",

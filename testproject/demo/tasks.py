@@ -383,3 +383,7 @@ def summarize(ctx: Any, payload: Any) -> dict[str, Any]:
         for i, value in enumerate((row.result or {}).get("vector", [0] * 5)):
             total[i] += value
     return {"doc": payload.get("doc"), "vowels": total}
+
+
+# The fleet-limited handlers live in their own module; importing it registers them.
+from . import fleet_tasks  # noqa: E402,F401

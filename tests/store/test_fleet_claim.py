@@ -1,0 +1,260 @@
+"""The fleet-limited claim on the real database: what one draw admits, per limit kind.
+
+Each test drives ``store.claim_session`` as a worker's planner does, with
+several worker ids standing for several workers; the worker-process tests
+(test_fleet_workers.py) race real processes against the same rules.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import pytest
+from django.db import connections, transaction
+
+import cairnq_django as cairnq
+from cairnq_django.protocol.limits import FleetLimits, Rate, parse_rate
+from cairnq_django.store.base import ClaimRequest
+from cairnq_django.tasks.registry import TaskDefinitionError, get_task, task, unregister
+from cairnq_django.worker.budgets import fleet_limits
+
+pytestmark = pytest.mark.usefixtures("cairnq_db")
+
+
+def claim(store: Any, fleet: FleetLimits, limit: int, worker: str = "w1", lease_ms: int = 30_000) -> list[Any]:
+    request = ClaimRequest(["default"], worker, lease_ms, [fleet.name])
+    return store.claim_session(request, lambda draw: draw([fleet.name], limit, fleet)) or []
+
+
+def submit(name: str, n: int, **payload: Any) -> list[str]:
+    return [cairnq.submit(name, {"i": i, **payload}).id for i in range(n)]
+
+
+def key_of(row: Any) -> str:
+    return row.metadata["cairnq_django"]["limit_key"]
+
+
+def test_global_concurrency_admits_up_to_the_limit_across_workers(store: Any) -> None:
+    fleet = FleetLimits(name="t.charge", concurrency=3)
+    submit("t.charge", 10)
+    first = claim(store, fleet, 2, "w1")
+    second = claim(store, fleet, 8, "w2")
+    assert (len(first), len(second)) == (2, 1)
+    assert claim(store, fleet, 8, "w3") == []
+    store.complete(first[0].id, "w1", None)
+    again = claim(store, fleet, 8, "w3")
+    assert len(again) == 1
+
+
+def test_rows_come_back_in_claim_order(store: Any) -> None:
+    fleet = FleetLimits(name="t.ordered", concurrency=10)
+    low = cairnq.submit("t.ordered", {}, priority=0).id
+    high = cairnq.submit("t.ordered", {}, priority=5).id
+    later = cairnq.submit("t.ordered", {}, priority=0).id
+    assert [row.id for row in claim(store, fleet, 10)] == [high, low, later]
+
+
+def test_an_expired_lease_frees_its_slot_and_not_before(store: Any) -> None:
+    fleet = FleetLimits(name="t.lease", concurrency=1)
+    submit("t.lease", 3)
+    held = claim(store, fleet, 1, "dead", lease_ms=600)
+    assert len(held) == 1
+    assert claim(store, fleet, 1, "w2") == []
+    time.sleep(0.7)
+    # Not recovered yet (no sweep ran): the row is still "running", but its lease is over.
+    assert store.get(held[0].id).status == "running"
+    assert len(claim(store, fleet, 1, "w2")) == 1
+
+
+def test_per_key_limit_takes_one_per_key(store: Any) -> None:
+    definition = task("t.sync", global_concurrency=1, limit_key="customer")(lambda ctx, payload: None)
+    try:
+        for customer in ("a", "b", "c"):
+            submit("t.sync", 4, customer=customer)
+        fleet = fleet_limits(definition, {})
+        assert fleet is not None and fleet.keyed
+        rows = claim(store, fleet, 8)
+        assert sorted(key_of(row) for row in rows) == ["a", "b", "c"]
+        assert claim(store, fleet, 8, "w2") == []
+        store.complete(rows[0].id, "w1", None)
+        assert [key_of(row) for row in claim(store, fleet, 8, "w2")] == [key_of(rows[0])]
+    finally:
+        unregister("t.sync")
+
+
+def test_a_saturated_key_does_not_hide_the_keys_behind_it(store: Any) -> None:
+    definition = task("t.fair", global_concurrency=1, limit_key="customer")(lambda ctx, payload: None)
+    try:
+        cairnq.submit_many([("t.fair", {"customer": "big", "i": i}) for i in range(2_000)])
+        submit("t.fair", 3, customer="small")
+        fleet = fleet_limits(definition, {})
+        assert fleet is not None
+        # The first draw reads the head of the queue: all "big", of which one may run.
+        assert [key_of(row) for row in claim(store, fleet, 4)] == ["big"]
+        # The next skips "big" (at its limit) while it reads, past 2,000 rows, to "small".
+        (small,) = claim(store, fleet, 4, "w2")
+        assert key_of(small) == "small"
+        assert claim(store, fleet, 4, "w3") == []  # both keys are at their limit
+        store.complete(small.id, "w2", None)
+        assert [key_of(row) for row in claim(store, fleet, 4, "w3")] == ["small"]
+    finally:
+        unregister("t.fair")
+
+
+def test_a_rate_limit_bounds_starts_in_any_window(store: Any) -> None:
+    fleet = FleetLimits(name="t.rated", rate=parse_rate("4/s"))
+    submit("t.rated", 20)
+    first = claim(store, fleet, 10)
+    assert len(first) == 4
+    for row in first:  # finished at once: only the window holds the next ones back
+        store.complete(row.id, "w1", None)
+    assert claim(store, fleet, 10, "w2") == []
+    time.sleep(1.05)
+    assert len(claim(store, fleet, 10, "w2")) == 4
+
+
+def test_a_burst_spreads_the_rate_out(store: Any) -> None:
+    fleet = FleetLimits(name="t.burst", rate=Rate(count=10, window_ms=1_000, burst=2))
+    submit("t.burst", 20)
+    assert len(claim(store, fleet, 10)) == 2  # at most 2 in any 200 ms
+    assert claim(store, fleet, 10) == []
+    time.sleep(0.25)
+    assert len(claim(store, fleet, 10)) == 2
+
+
+def test_a_global_resource_is_shared_by_every_name_that_declares_it(store: Any) -> None:
+    first = FleetLimits(name="t.embed", resource="openai", resource_capacity=2)
+    second = FleetLimits(name="t.complete", resource="openai", resource_capacity=2)
+    submit("t.embed", 3)
+    submit("t.complete", 3)
+    assert len(claim(store, first, 1, "w1")) == 1
+    assert len(claim(store, second, 5, "w2")) == 1
+    assert claim(store, first, 5, "w3") == [] and claim(store, second, 5, "w3") == []
+
+
+def test_a_batch_call_counts_as_one_unit(store: Any) -> None:
+    fleet = FleetLimits(name="t.batch", batch=4, concurrency=2)
+    submit("t.batch", 20)
+    rows = claim(store, fleet, 40)
+    assert len(rows) == 8  # two calls of four
+    assert claim(store, fleet, 40, "w2") == []
+    # The call's first row stands for it: settling the whole first call frees one unit.
+    store.complete_many("w1", [(row.id, None) for row in rows[:4]])
+    assert len(claim(store, fleet, 40, "w2")) == 4
+
+
+def test_a_retried_task_is_counted_by_its_new_attempt_only(store: Any) -> None:
+    fleet = FleetLimits(name="t.retry", concurrency=1)
+    (task_id,) = submit("t.retry", 1)
+    (row,) = claim(store, fleet, 1, "w1")
+    store.fail(task_id, "w1", {"type": "Boom", "message": "x"}, retryable=True, delay_ms=0)
+    (again,) = claim(store, fleet, 1, "w1")
+    assert again.id == task_id and again.attempt == 2
+
+
+def test_a_limited_draw_skips_a_paused_queue(store: Any) -> None:
+    fleet = FleetLimits(name="t.paused", concurrency=5)
+    submit("t.paused", 2)
+    with connections["default"].cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO cairnq_django_queue_pause (queue, paused_at_ms, paused_by, reason) VALUES ('default', 0, '', '')"
+        )
+    assert claim(store, fleet, 5) == []
+
+
+# ---- declaring and submitting -------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"rate_limit": "fast"}, "'rate_limit' must look like"),
+        ({"rate_limit": "0/s"}, "'rate_limit' must allow"),
+        ({"global_concurrency": 0}, "'global_concurrency' must be from 1"),
+        ({"global_concurrency": True}, "'global_concurrency' must be an int"),
+        ({"limit_key": "customer"}, "'limit_key' needs 'global_concurrency' or 'rate_limit'"),
+        ({"limit_key": 5, "global_concurrency": 1}, "payload field name or a callable"),
+        ({"limit_key": "k", "global_concurrency": 1, "batch": 4}, "cannot be combined"),
+    ],
+)
+def test_bad_fleet_options_fail_at_declaration(options: dict[str, Any], message: str) -> None:
+    with pytest.raises(TaskDefinitionError, match=message):
+        task("t.bad", **options)(lambda ctx, payload: None)
+    assert get_task("t.bad") is None
+
+
+def test_the_limit_key_is_stored_with_the_task(store: Any) -> None:
+    task("t.keyed", global_concurrency=1, limit_key="customer")(lambda ctx, payload: None)
+    task("t.called", rate_limit="2/s", limit_key=lambda payload: payload["url"].split("/")[2])(
+        lambda ctx, payload: None
+    )
+    try:
+        kept = cairnq.submit("t.keyed", {"customer": 42}, metadata={"mine": 1, "cairnq_django": {"other": 2}})
+        assert store.get(kept.id).metadata == {"mine": 1, "cairnq_django": {"other": 2, "limit_key": "42"}}
+        called = cairnq.submit("t.called", {"url": "https://example.org/a"})
+        assert key_of(store.get(called.id)) == "example.org"
+    finally:
+        unregister("t.keyed")
+        unregister("t.called")
+
+
+@pytest.mark.parametrize(
+    ("payload", "message"),
+    [
+        ({"other": 1}, "has no field 'customer'"),
+        ({"customer": None}, "is None"),
+        ({"customer": "x" * 2000}, "payload field 'customer' must be at most 1024 bytes"),
+    ],
+)
+def test_a_payload_without_its_key_is_refused_and_nothing_is_written(store: Any, payload: Any, message: str) -> None:
+    task("t.keyed", global_concurrency=1, limit_key="customer")(lambda ctx, payload: None)
+    try:
+        with pytest.raises(ValueError, match=message):
+            cairnq.submit("t.keyed", payload)
+        with pytest.raises(ValueError, match=message):
+            cairnq.submit_many([("t.keyed", {"customer": "ok"}), ("t.keyed", payload)])
+        assert store.list() == []
+    finally:
+        unregister("t.keyed")
+
+
+def test_a_claim_waits_for_a_concurrent_claim_of_the_same_limit_to_commit(store: Any) -> None:
+    """Two workers' claims of one limit at the same moment: the second counts what the first leased.
+
+    The first claim holds its transaction open after leasing; the second must
+    wait for it (PostgreSQL: the scope's advisory lock; SQLite: the write
+    lock) rather than count without the first one's rows and over-admit.
+    """
+    fleet = FleetLimits(name="t.race", concurrency=3)
+    submit("t.race", 10)
+    leased, release = threading.Event(), threading.Event()
+    second: list[Any] = []
+
+    def first_worker() -> None:
+        try:
+            with transaction.atomic():
+                assert len(claim(store, fleet, 3, "w1")) == 3
+                leased.set()
+                release.wait(10)
+        finally:
+            connections["default"].close()
+
+    def second_worker() -> None:
+        try:
+            second.extend(claim(store, fleet, 3, "w2"))
+        finally:
+            connections["default"].close()
+
+    holder = threading.Thread(target=first_worker)
+    holder.start()
+    assert leased.wait(10)
+    racer = threading.Thread(target=second_worker)
+    racer.start()
+    racer.join(0.5)
+    assert racer.is_alive(), "the second claim did not wait for the first one's commit"
+    release.set()
+    holder.join(10)
+    racer.join(10)
+    assert second == []
