@@ -36,9 +36,14 @@ from django.utils import timezone
 from django.utils.module_loading import import_string
 
 from .client.submit import submit
+from .conf import get_config
+from .exceptions import TaskError as CairnqTaskError
 from .protocol import bounds, envelopes
 from .protocol.validation import conflict_problem
 from .signals import send_after_commit
+from .store import get_store
+from .tasks.registry import get_task
+from .tasks.registry import task as cairnq_task
 
 if TYPE_CHECKING:
     from .tasks.context import TaskContext as CairnqContext
@@ -193,9 +198,6 @@ _django_tasks: dict[str, Any] = {}
 
 def _register(task: Any) -> None:
     """Register (once per name) the cairnq handler that runs this Django task."""
-    from .tasks.registry import get_task
-    from .tasks.registry import task as cairnq_task
-
     name = task.module_path
     options = _cairnq_options(task)
     with _lock:
@@ -255,8 +257,6 @@ def _split_payload(payload: Any) -> tuple[list[Any], dict[str, Any]]:
 
 def _run(name: str, ctx: CairnqContext, payload: Any) -> Any:
     """Call the Django task for one claimed row; what it returns becomes the row's result."""
-    from .exceptions import TaskError as CairnqTaskError
-
     task = django_task_for(name)
     if task is None:
         raise CairnqTaskError(
@@ -550,8 +550,6 @@ class CairnqBackend(BaseTaskBackend):  # type: ignore[misc,valid-type]
         return result
 
     def _announce(self, result: Any) -> None:
-        from .store import get_store
-
         def send() -> None:
             task_enqueued.send(sender=type(self), task_result=result)
 
@@ -560,8 +558,6 @@ class CairnqBackend(BaseTaskBackend):  # type: ignore[misc,valid-type]
     # ---- results ----------------------------------------------------------------
     def get_result(self, result_id: str) -> Any:
         """Read the row and map it (see ``STATUS_MAP``); unknown ids raise ``TaskResultDoesNotExist``."""
-        from .store import get_store
-
         row = get_store().get(result_id)
         if row is None:
             raise TaskResultDoesNotExist(result_id)
@@ -574,8 +570,6 @@ class CairnqBackend(BaseTaskBackend):  # type: ignore[misc,valid-type]
     # ---- checks -------------------------------------------------------------------
     def check(self, **kwargs: Any) -> list[checks.CheckMessage]:
         """``cairnq.E020``: unknown OPTIONS key; ``E021``: bad MAX_ATTEMPTS; ``W020``: queue no worker claims by default."""
-        from .conf import get_config
-
         messages: list[checks.CheckMessage] = []
         for key in sorted(set(self.options) - set(OPTION_DEFAULTS)):
             messages.append(

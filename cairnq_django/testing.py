@@ -29,12 +29,15 @@ from asgiref.sync import async_to_sync, sync_to_async
 
 from . import signals
 from .exceptions import LostLease
+from .models import Task
 from .protocol.backoff import DEFAULT_RETRY_BACKOFF_MAX_MS, DEFAULT_RETRY_BACKOFF_MS
+from .protocol.envelopes import no_handler_envelope
+from .store import get_store
+from .tasks.registry import get_task, registered
 from .worker.attempt import Attempt, AttemptOwner
 from .worker.outcomes import NO_BACKOFF, RetryBackoff, Settlement, handler_args, settlements
 
 if TYPE_CHECKING:
-    from .models import Task
     from .tasks.registry import TaskDefinition
     from .store.base import Store
 
@@ -80,10 +83,8 @@ class _InlineOwner(AttemptOwner):
 
 
 def _queued_queues(store: Store) -> list[str]:
-    from .models import Task as TaskModel
-
     return sorted(
-        set(TaskModel.objects.using(store.alias).filter(status="queued").values_list("queue", flat=True))
+        set(Task.objects.using(store.alias).filter(status="queued").values_list("queue", flat=True))
     )
 
 
@@ -122,10 +123,6 @@ def _write(store: Store, items: list[Settlement]) -> list[Task]:
 
 def run_task(store: Store, rows: Sequence[Task], *, backoff: bool = False) -> list[Task]:
     """Run one handler call for claimed ``rows`` (one name) and settle them; return the settled rows."""
-    from .models import Task as TaskModel
-    from .tasks.registry import get_task
-    from .protocol.envelopes import no_handler_envelope
-
     definition = get_task(rows[0].name)
     if definition is None:
         return [
@@ -135,7 +132,7 @@ def run_task(store: Store, rows: Sequence[Task], *, backoff: bool = False) -> li
     attempts = [Attempt(row, owner) for row in rows]
     for row in rows:
         signals.task_started.send(
-            sender=TaskModel, task_id=row.id, name=row.name, queue=row.queue, attempt=row.attempt, worker_id=WORKER_ID
+            sender=Task, task_id=row.id, name=row.name, queue=row.queue, attempt=row.attempt, worker_id=WORKER_ID
         )
     started = time.monotonic()
     value: Any = None
@@ -159,7 +156,7 @@ def run_task(store: Store, rows: Sequence[Task], *, backoff: bool = False) -> li
         if attempt.status is not None:
             task = attempt.task
             signals.task_finished.send(
-                sender=TaskModel,
+                sender=Task,
                 task_id=task.id,
                 name=task.name,
                 queue=task.queue,
@@ -188,9 +185,6 @@ def run_until_idle(
     stay queued. Raises ``NotIdle`` if tasks are still claimable after
     ``max_tasks`` claims or ``timeout`` seconds (a task that re-enqueues itself).
     """
-    from .tasks.registry import get_task, registered
-    from .store import get_store
-
     store = get_store()
     wanted = list(names) if names is not None else None
     deadline = time.monotonic() + timeout

@@ -16,10 +16,9 @@ from typing import Any
 from django.db import migrations, models
 from django.db.backends.base.schema import BaseDatabaseSchemaEditor
 
+from cairnq_django.store.schema import install
 
 def install_schema(apps: Any, schema_editor: BaseDatabaseSchemaEditor) -> None:
-    from cairnq_django.store.schema import install
-
     install(schema_editor.connection)
 
 

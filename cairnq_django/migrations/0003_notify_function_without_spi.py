@@ -15,10 +15,9 @@ from typing import Any
 from django.db import migrations
 from django.db.backends.base.schema import BaseDatabaseSchemaEditor
 
+from cairnq_django.store.schema import dialect_of, notify_function
 
 def replace_notify_function(apps: Any, schema_editor: BaseDatabaseSchemaEditor) -> None:
-    from cairnq_django.store.schema import dialect_of, notify_function
-
     if dialect_of(schema_editor.connection) != "postgres":
         return  # SQLite has no NOTIFY; its workers poll
     with schema_editor.connection.cursor() as cursor:

@@ -40,10 +40,12 @@ def get_store(alias: str | None = None) -> Store:
     except ConnectionDoesNotExist as exc:
         raise ImproperlyConfigured(f"cairnq: database alias {name!r} is not in DATABASES") from exc
     if vendor == "postgresql":
+        # Needs psycopg (optional) and the models; this package loads with cairnq_django, before the app registry.
         from .postgres.store import PostgresStore
 
         store = PostgresStore(name)
     elif vendor == "sqlite":
+        # Imports the models; this package loads with cairnq_django, before the app registry is ready.
         from .sqlite.store import SQLiteStore
 
         store = SQLiteStore(name)

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from django.core.management.base import CommandError
 from django.db import DatabaseError
 
 from ..exceptions import SchemaNotInstalled
@@ -49,8 +50,6 @@ def schema_required(alias: str) -> Iterator[None]:
 @contextmanager
 def command_schema_required(alias: str) -> Iterator[None]:
     """``schema_required`` for a management command: a ``CommandError``, so no traceback."""
-    from django.core.management.base import CommandError
-
     try:
         with schema_required(alias):
             yield

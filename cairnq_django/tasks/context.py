@@ -23,6 +23,8 @@ from typing import TYPE_CHECKING, Any
 
 from django.db import transaction
 
+from ..client.submit import submit as submit_task
+from ..client.wait import wait as wait_for_task
 from ..protocol import bounds
 from ..exceptions import LostLease
 from ..protocol.payload import encode
@@ -281,19 +283,15 @@ class TaskContext:
         attempt's retry would create the same children again.
         """
         self._attempt.check_lease()
-        from ..client.submit import submit
-
         options.setdefault("parent_id", self.task_id)
         options.setdefault("root_id", self.root_id or self.task_id)
         options.setdefault("correlation_id", self.correlation_id)
         # A ``TaskDefinition`` may stand in for its name.
-        return submit(getattr(name, "name", name), payload, **options)
+        return submit_task(getattr(name, "name", name), payload, **options)
 
     def wait(self, task_id: str, **options: Any) -> Task:
         """Wait for another task to finish (protocol 3.18)."""
-        from ..client.wait import wait
-
-        return wait(task_id, **options)
+        return wait_for_task(task_id, **options)
 
     # ---- async twins ---------------------------------------------------------
     async def _in_thread(self, fn: Callable[[], Any]) -> Any:

@@ -12,6 +12,7 @@ import logging
 
 from django.db import close_old_connections, connections
 
+from ..conf import get_config
 
 logger = logging.getLogger("cairnq_django.worker")
 
@@ -43,8 +44,6 @@ def _bounded(libpq_options: str) -> str:
     SIGTERM. A statement that outlives a lease is pointless anyway: its lease
     is gone. Set either in ``DATABASES[...]["OPTIONS"]["options"]`` to override.
     """
-    from ..conf import get_config
-
     bound = max(1000, int(get_config()["LEASE_MS"]))
     extra = [
         f"-c {name}={bound}"

@@ -25,10 +25,11 @@ from typing import TYPE_CHECKING, Any
 from django.core.exceptions import ImproperlyConfigured
 
 from . import connections as _db
+from ..client.retention import PurgeRule, configured_rules, sweep
 from ..conf import number_problem
+from ..tasks.registry import get_task
 
 if TYPE_CHECKING:
-    from ..client.retention import PurgeRule
     from ..store.base import Store
 
 logger = logging.getLogger("cairnq_django.worker")
@@ -55,8 +56,6 @@ class Sweeper:
         names: Sequence[str] = (),
         unserved_interval_ms: int | None = None,
     ) -> None:
-        from ..client.retention import configured_rules
-
         self.interval = _interval_s("RETENTION_INTERVAL_MS", interval_ms)
         # None turns the unserved-names check off.
         self.unserved_interval = (
@@ -106,8 +105,6 @@ class Sweeper:
             _db.close_quietly(self.store.alias)
 
     def _sweep(self) -> None:
-        from ..client.retention import sweep
-
         try:
             deleted = sweep(self.store, rules=self.rules, should_stop=self._stop.is_set)
         except Exception as exc:  # noqa: BLE001 - the next sweep still runs
@@ -118,8 +115,6 @@ class Sweeper:
 
     def check_unserved(self) -> None:
         """Warn once per name about queued tasks in our queues that no handler here serves."""
-        from ..tasks.registry import get_task
-
         try:
             found = self.store.unserved_names(self.queues, self.names)
         except Exception as exc:  # noqa: BLE001 - the next check still runs

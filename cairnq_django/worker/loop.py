@@ -16,8 +16,9 @@ from typing import TYPE_CHECKING, Any
 
 from django.core.exceptions import ImproperlyConfigured
 from django.db import Error as DatabaseError
+from django.db import connections
 
-from ..conf import capacity_problem, undeclared_resources
+from ..conf import capacity_problem, get_config, undeclared_resources
 from .. import signals
 from ..protocol.ids import worker_id as new_worker_id
 from ..models import Task
@@ -32,7 +33,9 @@ from .options import WorkerOptions
 from .budgets import Budgets, Source, build_sources
 from .planner import ClaimPlanner
 from ..protocol.backoff import Backoff
+from ..store import get_store
 from ..store.base import NO_HOOKS, ClaimHooks
+from ..tasks.periodic import Ticker
 from .outcomes import NO_BACKOFF, Settlement, fail_settlement
 from .settler import Settler
 from .housekeeping import Sweeper
@@ -65,8 +68,6 @@ class Worker(AttemptOwner):
         hooks: ClaimHooks | None = None,
     ) -> None:
         if store is None:
-            from ..store import get_store
-
             store = get_store()
         self.store = store
         self.options = options
@@ -137,9 +138,6 @@ class Worker(AttemptOwner):
             settle=self.settler.put,
             on_end=self._on_call_end,
         )
-        from ..conf import get_config
-        from ..tasks.periodic import Ticker
-
         # Periodic schedules are ticked from the loop (rate-limited inside);
         # retention sweeps and the unserved-names check (F18) run on a
         # housekeeping thread of their own.
@@ -190,8 +188,6 @@ class Worker(AttemptOwner):
                 self.options.queues,
                 self.application_name,
             )
-        from django.db import connections
-
         name = str(connections[self.store.alias].settings_dict["NAME"])
         if name and name != ":memory:" and "mode=memory" not in name:
             return CommitWaker(self.should_stop, self.store.alias)

@@ -244,6 +244,7 @@ class PgWaker(Waker):
         self._thread.join(timeout=2.0)
 
     def _connect(self):  # type: ignore[no-untyped-def]
+        # psycopg is optional (the postgres extra), and this module loads in SQLite workers too.
         import psycopg
 
         params = connections[self.alias].get_connection_params()

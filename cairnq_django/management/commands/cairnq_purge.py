@@ -12,9 +12,11 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from ...protocol import bounds
-from ...models import TERMINAL_STATUSES, Task
 from ...client.retention import PurgeRule, parse_duration_ms, purge_rule
+from ...models import TERMINAL_STATUSES, Task
+from ...protocol import bounds
+from ...store import get_store
+from ...store.missing_schema import command_schema_required
 
 
 def _duration(text: str) -> int:
@@ -74,9 +76,6 @@ class Command(BaseCommand):
         parser.add_argument("--dry-run", action="store_true", help="Count what would be deleted; delete nothing.")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        from ...store.missing_schema import command_schema_required
-        from ...store import get_store
-
         store = get_store()
         with command_schema_required(store.alias):
             self._purge(store, options)

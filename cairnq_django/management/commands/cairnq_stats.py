@@ -8,8 +8,10 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from ...protocol import bounds
 from ...models import TaskStatus
+from ...protocol import bounds
+from ...store import get_store
+from ...store.missing_schema import command_schema_required
 
 
 def _queue(text: str) -> str:
@@ -29,9 +31,6 @@ class Command(BaseCommand):
         parser.add_argument("--json", action="store_true", help='Print {"queue": {"status": count}} as JSON.')
 
     def handle(self, *args: Any, **options: Any) -> None:
-        from ...store.missing_schema import command_schema_required
-        from ...store import get_store
-
         store = get_store()
         with command_schema_required(store.alias):
             stats = store.stats(queue=options["queue"])

@@ -15,18 +15,25 @@ from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, OperationalError, connections
+from django.db.migrations.executor import MigrationExecutor
 
 from ...conf import (
     NUMBERS,
     async_claim_commit_problem,
     capacity_problem,
     drain_timeout_problem,
+    get_config,
     number_problem,
     queues_problem,
     resources_problems,
 )
 from ...protocol import bounds
 from ...protocol.backoff import Backoff
+from ...store import get_store
+from ...tasks.registry import registered
+from ...worker.loop import Worker
+from ...worker.options import WorkerOptions
+from ...worker.shutdown import two_phase_signals
 
 _MIGRATE_HINT = "run manage.py migrate cairnq"
 # A database not reachable at start is retried after 0.5 s doubling to 5 s.
@@ -208,12 +215,6 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        from ...conf import get_config
-        from ...tasks.registry import registered
-        from ...worker.loop import Worker
-        from ...worker.options import WorkerOptions
-        from ...worker.shutdown import two_phase_signals
-
         self._configure_logging(options["verbosity"])
         config = get_config()
         values: dict[str, Any] = {}
@@ -370,8 +371,6 @@ class Command(BaseCommand):
         """
         if connections[alias].vendor != "postgresql":
             return  # SQLite: the process clock is the only clock
-        from ...store import get_store
-
         try:
             skew_ms = get_store().now_ms() - int(time.time() * 1000)
         except Exception:  # noqa: BLE001 - the first claim reports database trouble
@@ -390,8 +389,6 @@ class Command(BaseCommand):
         to wait for and exits instead): an error that retrying cannot mend,
         such as a SQLite file that is not a database, ends the command at once.
         """
-        from django.db.migrations.executor import MigrationExecutor
-
         retries = Backoff(_START_RETRY_FIRST_S, _START_RETRY_MAX_S, jitter=False)
         while True:
             try:

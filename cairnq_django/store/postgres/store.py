@@ -22,6 +22,11 @@ from typing import Any
 from django.db import connections
 from django.db.backends.postgresql.psycopg_any import is_psycopg3
 
+try:  # Django defines it only under psycopg 3: psycopg2 cursors cannot bind on the server.
+    from django.db.backends.postgresql.base import ServerBindingCursor
+except ImportError:
+    ServerBindingCursor = None  # type: ignore[assignment,misc]
+
 from ...conf import get_config
 from ...models import Task
 from ..base import SubmitSpec
@@ -75,9 +80,7 @@ def _prepared_cursor_class() -> type | None:
 
     None under psycopg2, whose cursors cannot do either.
     """
-    try:
-        from django.db.backends.postgresql.base import ServerBindingCursor
-    except ImportError:
+    if ServerBindingCursor is None:
         return None
 
     class PreparedCursor(ServerBindingCursor):  # type: ignore[misc,valid-type]
