@@ -124,7 +124,7 @@ def _normalise_sqlite_sql(text: str | None) -> str | None:
 def sqlite_catalog(conn: sqlite3.Connection) -> dict[str, Any]:
     objects = conn.execute(
         "SELECT type, name, tbl_name, sql FROM sqlite_master "
-        "WHERE substr(tbl_name, 1, 7) = 'cairnq_' ORDER BY type, name"
+        "WHERE substr(tbl_name, 1, 7) = 'cairnq_' AND substr(tbl_name, 1, 14) <> 'cairnq_django_' ORDER BY type, name"
     ).fetchall()
     catalog: dict[str, Any] = {
         "objects": [(t, n, tbl, _normalise_sqlite_sql(s)) for t, n, tbl, s in objects],
@@ -162,17 +162,17 @@ def pg_catalog(conn: psycopg.Connection[Any]) -> dict[str, Any]:
         "relations": rows(
             "SELECT relname, relkind FROM pg_class "
             "WHERE relnamespace = current_schema()::regnamespace "
-            "AND left(relname, 7) = 'cairnq_' ORDER BY relname"
+            "AND left(relname, 7) = 'cairnq_' AND left(relname, 14) <> 'cairnq_django_' ORDER BY relname"
         ),
         "columns": rows(
             "SELECT table_name, ordinal_position, column_name, data_type, is_nullable, "
             "column_default FROM information_schema.columns "
-            "WHERE table_schema = current_schema() AND left(table_name, 7) = 'cairnq_' "
+            "WHERE table_schema = current_schema() AND left(table_name, 7) = 'cairnq_' AND left(table_name, 14) <> 'cairnq_django_' "
             "ORDER BY table_name, ordinal_position"
         ),
         "indexes": rows(
             "SELECT tablename, indexname, indexdef FROM pg_indexes "
-            "WHERE schemaname = current_schema() AND left(tablename, 7) = 'cairnq_' "
+            "WHERE schemaname = current_schema() AND left(tablename, 7) = 'cairnq_' AND left(tablename, 14) <> 'cairnq_django_' "
             "ORDER BY indexname"
         ),
         "constraints": rows(
@@ -180,13 +180,13 @@ def pg_catalog(conn: psycopg.Connection[Any]) -> dict[str, Any]:
             "k.condeferrable, k.condeferred, k.confdeltype "
             "FROM pg_constraint k JOIN pg_class c ON c.oid = k.conrelid "
             "WHERE c.relnamespace = current_schema()::regnamespace "
-            "AND left(c.relname, 7) = 'cairnq_' ORDER BY c.relname, k.conname"
+            "AND left(c.relname, 7) = 'cairnq_' AND left(c.relname, 14) <> 'cairnq_django_' ORDER BY c.relname, k.conname"
         ),
         "triggers": rows(
             "SELECT c.relname, t.tgname, pg_get_triggerdef(t.oid), t.tgenabled "
             "FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid "
             "WHERE NOT t.tgisinternal AND c.relnamespace = current_schema()::regnamespace "
-            "AND left(c.relname, 7) = 'cairnq_' ORDER BY t.tgname"
+            "AND left(c.relname, 7) = 'cairnq_' AND left(c.relname, 14) <> 'cairnq_django_' ORDER BY t.tgname"
         ),
         # The function body is this project's own; its behaviour is compared by
         # the NOTIFY sequence test instead of by text.

@@ -328,6 +328,16 @@ class Store(abc.ABC):
         raise NotImplementedError
 
     @abc.abstractmethod
+    def prune_fleet_starts(self, keep_ms: dict[str, int], default_keep_ms: int, *, limit: int = 10_000) -> int:
+        """Delete logged fleet starts that can no longer count; return how many went.
+
+        A start row goes once its call is no longer running and it is older
+        than its scope's longest rate window (``keep_ms[scope]``, else
+        ``default_keep_ms``). At most ``limit`` rows per call.
+        """
+        raise NotImplementedError
+
+    @abc.abstractmethod
     def recover_leases(self) -> int:
         """Recover expired leases outside a claim; return how many rows changed."""
         raise NotImplementedError

@@ -13,6 +13,7 @@ import builtins
 import contextlib
 import gc
 import itertools
+import json
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, TypeVar
@@ -569,6 +570,10 @@ class SQLStore(Store):
         return self._run(lambda: [row["id"] for row in self._rows("release", params)])
 
     # ---- housekeeping --------------------------------------------------
+    def prune_fleet_starts(self, keep_ms: dict[str, int], default_keep_ms: int, *, limit: int = 10_000) -> int:
+        params = {"keep": json.dumps(keep_ms), "default_keep_ms": default_keep_ms, "limit": limit}
+        return len(self._run(lambda: self._rows("prune_fleet_starts", params)))
+
     def unserved_names(
         self,
         queues: Sequence[str],

@@ -182,3 +182,20 @@ def fleet_limits(definition: TaskDefinition, global_resources: Mapping[str, int]
         resource=resource,
         resource_capacity=global_resources[resource] if resource is not None else None,
     )
+
+
+def fleet_keep_ms(sources: Iterable[Source]) -> dict[str, int] | None:
+    """How long each fleet scope of ``sources`` needs its logged starts; None when none is limited.
+
+    A rate scope needs its window; a concurrency or resource scope only its
+    running calls, which are never pruned.
+    """
+    keep: dict[str, int] = {}
+    for source in sources:
+        fleet = source.fleet
+        if fleet is None:
+            continue
+        for scope in fleet.scopes:
+            window = fleet.rate.window_ms if fleet.rate is not None and scope == fleet.name_scope else 0
+            keep[scope] = max(keep.get(scope, 0), window)
+    return keep or None

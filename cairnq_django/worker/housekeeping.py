@@ -7,6 +7,8 @@
   whose name none of its handlers serves. A claim never takes such rows, so
   without a word from the worker they would wait silently; each name is
   reported once per process, so a long-lived backlog does not flood the log.
+* **Fleet starts** (docs/limits.md): with fleet-limited names served, every
+  ``FLEET_PRUNE_INTERVAL_S`` delete the logged starts that can no longer count.
 
 A failed job is logged and runs again at its next time. The thread opens its
 own connection only while a job runs, so a long purge never delays claims or
@@ -27,12 +29,18 @@ from django.core.exceptions import ImproperlyConfigured
 from . import connections as _db
 from ..client.retention import PurgeRule, configured_rules, sweep
 from ..conf import number_problem
+from ..protocol.limits import MAX_WINDOW_MS
 from ..tasks.registry import get_task
 
 if TYPE_CHECKING:
     from ..store.base import Store
 
 logger = logging.getLogger("cairnq_django.worker")
+
+# Often enough that a rate scope's window holds little besides its window.
+FLEET_PRUNE_INTERVAL_S = 10.0
+# A scope this worker does not serve may have a rate window up to a day.
+UNKNOWN_SCOPE_KEEP_MS = MAX_WINDOW_MS
 
 
 def _interval_s(key: str, value: Any) -> float:
@@ -55,6 +63,7 @@ class Sweeper:
         queues: Sequence[str] = (),
         names: Sequence[str] = (),
         unserved_interval_ms: int | None = None,
+        fleet_keep_ms: dict[str, int] | None = None,
     ) -> None:
         self.interval = _interval_s("RETENTION_INTERVAL_MS", interval_ms)
         # None turns the unserved-names check off.
@@ -68,13 +77,15 @@ class Sweeper:
         self.application_name = application_name
         self.queues = list(queues)
         self.names = list(names)
+        # Per fleet scope served here, how long its starts must be kept; None: no pruning.
+        self.fleet_keep_ms = fleet_keep_ms
         # Names already reported by this process: one warning each, ever.
         self.reported: set[str] = set()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
-        if not self.rules and (self.unserved_interval is None or not self.queues):
+        if not self.rules and (self.unserved_interval is None or not self.queues) and self.fleet_keep_ms is None:
             return
         self._thread = threading.Thread(
             target=self._run, name=f"{self.application_name}:housekeeping", daemon=True
@@ -92,8 +103,12 @@ class Sweeper:
         now = time.monotonic()
         next_sweep = now + self.interval if self.rules else math.inf
         next_check = now if check_every is not None else math.inf
+        next_prune = now + FLEET_PRUNE_INTERVAL_S if self.fleet_keep_ms is not None else math.inf
         try:
-            while not self._stop.wait(max(0.0, min(next_sweep, next_check) - time.monotonic())):
+            while not self._stop.wait(max(0.0, min(next_sweep, next_check, next_prune) - time.monotonic())):
+                if time.monotonic() >= next_prune:
+                    self.prune_fleet_starts()
+                    next_prune = time.monotonic() + FLEET_PRUNE_INTERVAL_S
                 if check_every is not None and time.monotonic() >= next_check:
                     self.check_unserved()
                     next_check = time.monotonic() + check_every
@@ -103,6 +118,21 @@ class Sweeper:
                 _db.close_quietly(self.store.alias)
         finally:
             _db.close_quietly(self.store.alias)
+
+    def prune_fleet_starts(self) -> int:
+        """Delete the logged fleet starts that can no longer count (until none is left)."""
+        deleted = 0
+        try:
+            while not self._stop.is_set():
+                batch = self.store.prune_fleet_starts(self.fleet_keep_ms or {}, UNKNOWN_SCOPE_KEEP_MS)
+                deleted += batch
+                if batch < 10_000:
+                    break
+        except Exception as exc:  # noqa: BLE001 - the next prune still runs
+            logger.error("pruning fleet starts failed: %s", exc)
+        if deleted:
+            logger.debug("pruned %d fleet start(s)", deleted)
+        return deleted
 
     def _sweep(self) -> None:
         try:

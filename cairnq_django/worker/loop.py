@@ -30,7 +30,7 @@ from .db_file import DatabaseFile
 from .executor import Call, Executor
 from .heartbeat import Heartbeat, beat_interval_ms
 from .options import WorkerOptions
-from .budgets import Budgets, Source, build_sources
+from .budgets import Budgets, Source, build_sources, fleet_keep_ms
 from .planner import ClaimPlanner
 from ..protocol.backoff import Backoff
 from ..store import get_store
@@ -149,6 +149,7 @@ class Worker(AttemptOwner):
             queues=options.queues,
             names=self.names,
             unserved_interval_ms=get_config()["UNSERVED_CHECK_INTERVAL_MS"],
+            fleet_keep_ms=fleet_keep_ms(self.sources),
         )
         self.executor.on_fatal = self._fatal
         self.exit_code = 0

@@ -15,6 +15,7 @@ import pytest
 from django.db import connections, transaction
 
 import cairnq_django as cairnq
+from cairnq_django.models import FleetStart
 from cairnq_django.protocol.limits import FleetLimits, Rate, parse_rate
 from cairnq_django.store.base import ClaimRequest
 from cairnq_django.tasks.registry import TaskDefinitionError, get_task, task, unregister
@@ -52,7 +53,7 @@ def test_rows_come_back_in_claim_order(store: Any) -> None:
     fleet = FleetLimits(name="t.ordered", concurrency=10)
     low = cairnq.submit("t.ordered", {}, priority=0).id
     high = cairnq.submit("t.ordered", {}, priority=5).id
-    later = cairnq.submit("t.ordered", {}, priority=0).id
+    later = cairnq.submit("t.ordered", {}, priority=-1).id
     assert [row.id for row in claim(store, fleet, 10)] == [high, low, later]
 
 
@@ -258,3 +259,22 @@ def test_a_claim_waits_for_a_concurrent_claim_of_the_same_limit_to_commit(store:
     holder.join(10)
     racer.join(10)
     assert second == []
+
+
+def test_pruning_keeps_what_can_still_count(store: Any) -> None:
+    rated = FleetLimits(name="t.pruned", rate=parse_rate("100/h"))
+    capped = FleetLimits(name="t.capped", concurrency=5)
+    submit("t.pruned", 2)
+    submit("t.capped", 2)
+    (done, running) = claim(store, capped, 2)
+    claim(store, rated, 2)
+    store.complete(done.id, "w1", None)
+    keep = {"task:t.pruned": 3_600_000, "task:t.capped": 0}
+    time.sleep(0.01)
+    # Only the finished call of the concurrency scope can no longer count.
+    assert store.prune_fleet_starts(keep, 86_400_000) == 1
+    assert set(FleetStart.objects.values_list("task_id", flat=True)) >= {running.id}
+    assert FleetStart.objects.filter(scope="task:t.pruned").count() == 2
+    # With a zero window the rate scope's finished starts go too; running ones stay.
+    assert store.prune_fleet_starts({"task:t.pruned": 0, "task:t.capped": 0}, 0) == 0
+    assert FleetStart.objects.count() == 3

@@ -92,6 +92,16 @@ def _prepared_cursor_class() -> type | None:
     return PreparedCursor
 
 
+def limited_claim_message() -> str:
+    """The text of a fleet-limited claim: the scopes' locks, then the claim, in one message.
+
+    Unindented: psycopg caches its parse of a text only up to 4 KiB, and the
+    pair fits only that way (it has no string literal spanning lines).
+    """
+    text = statement("postgres", "lock_scopes").rstrip() + ";\n" + statement("postgres", "claim_limited")
+    return "\n".join(line.strip() for line in text.splitlines()) + "\n"
+
+
 def _binds_on_client(cursor: Any) -> bool:
     """True if a Django cursor interpolates parameters itself (Django's default), so it may send two statements."""
     from psycopg import ClientCursor  # psycopg 3 only: the caller checked is_psycopg3
@@ -166,7 +176,7 @@ class PostgresStore(SQLStore):
         # The locks and the claim go in one message: one round trip, and the
         # server runs them as one transaction, each statement with a fresh
         # snapshot, so the claim counts what the lock holder before it committed.
-        sql = statement(self.dialect, "lock_scopes").rstrip() + ";\n" + statement(self.dialect, "claim_limited")
+        sql = limited_claim_message()
         connection = connections[self.alias]
         with connection.cursor() as cursor:
             if is_psycopg3 and not _binds_on_client(cursor):
