@@ -4,7 +4,8 @@ a snoozed task goes back to ``queued`` at now + ``delay_ms`` with its attempt ha
 times still runs a sixth time and succeeds), from sync and async handlers, as one batch
 item's value and raised for a whole batch; a task not yet due is not run again (no spin);
 a cancel requested during the handler wins; ``task_snoozed`` is sent instead of
-``task_finished``; a bad ``delay_ms`` is refused when the ``Snooze`` is built."""
+``task_finished`` (and a Django task that snoozes sends no Django ``task_finished``); a
+bad ``delay_ms`` is refused when the ``Snooze`` is built."""
 
 from __future__ import annotations
 
@@ -130,3 +131,23 @@ def test_a_cancel_requested_during_the_handler_wins(in_test_transaction: None, h
     assert row.completed_at_ms is not None and row.lease_until_ms is None
     ((kind, event),) = heard
     assert (kind, event["task_id"], event["status"]) == ("finished", task.id, "canceled")
+
+
+def test_a_django_task_snoozes_without_finishing(in_test_transaction: None) -> None:
+    backends = pytest.importorskip("cairnq_django.backends")
+    from testproject.native import tasks
+
+    finished: list[Any] = []
+
+    def record(sender: Any, task_result: Any, **kwargs: Any) -> None:
+        finished.append(task_result.status)
+
+    backends.task_finished.connect(record)
+    try:
+        result = tasks.snooze_once.enqueue(0)
+        run_until_idle()
+    finally:
+        backends.task_finished.disconnect(record)
+    final = tasks.snooze_once.get_result(result.id)
+    assert (final.status, final.return_value) == (backends.TaskResultStatus.SUCCESSFUL, 1)
+    assert finished == [backends.TaskResultStatus.SUCCESSFUL]
