@@ -37,6 +37,7 @@ from django.utils.module_loading import import_string
 
 from .client.submit import submit
 from .conf import get_config
+from .exceptions import Snooze
 from .exceptions import TaskError as CairnqTaskError
 from .protocol import bounds, envelopes
 from .protocol.validation import conflict_problem
@@ -297,6 +298,8 @@ def _run(name: str, ctx: CairnqContext, payload: Any) -> Any:
             raw = task.call(TaskContext(task_result=running), *args, **kwargs)
         else:
             raw = task.call(*args, **kwargs)
+    except Snooze:
+        raise  # back to the queue, not finished: Django's task_finished is not sent
     except BaseException as exc:
         # The worker writes the envelope (class path and traceback in its
         # details) for whatever was raised, as for any cairnq handler.

@@ -7,6 +7,8 @@ from typing import Any
 from django.core.exceptions import ImproperlyConfigured
 from django.db import OperationalError
 
+from .protocol.bounds import DELAY_MS
+
 
 class CairnQError(Exception):
     """Base class of every cairnq_django runtime error."""
@@ -63,6 +65,28 @@ class TaskError(CairnQError):
             "retryable": self.retryable,
             "details": self.details,
         }
+
+
+class Snooze(CairnQError):
+    """Raise from a handler to run the task again in ``delay_ms``; the attempt does not count.
+
+    The task goes back to ``queued`` at now + ``delay_ms`` with its attempt
+    handed back (as the worker does at a drain deadline), so ``max_attempts``
+    bounds only the attempts that ended otherwise. A batch handler may also
+    return a ``Snooze`` as one task's value in its result mapping. ``delay_ms``
+    follows submit's rule: an int from 0 to 100 years of milliseconds.
+    """
+
+    def __init__(self, delay_ms: int) -> None:
+        self.delay_ms = DELAY_MS.check(delay_ms, "delay_ms")
+        super().__init__(f"snoozed for {delay_ms} ms")
+
+    def __repr__(self) -> str:
+        return f"Snooze(delay_ms={self.delay_ms})"
+
+    def __reduce__(self) -> tuple[type[Snooze], tuple[int]]:
+        # The message is not the constructor's argument: rebuild from the delay.
+        return (Snooze, (self.delay_ms,))
 
 
 class TaskFailed(CairnQError):

@@ -21,6 +21,11 @@ task_enqueued = Signal()
 task_started = Signal()
 # sender=Task model; task_id, name, queue, attempt, worker_id, status, duration_ms.
 task_finished = Signal()
+# sender=Task model; task_id, name, queue, attempt, worker_id, delay_ms, duration_ms.
+# Sent instead of task_finished when a handler's Snooze put the task back: the
+# attempt did not end (it does not count), so every task_started is followed by
+# one of task_finished, task_snoozed or task_lease_lost.
+task_snoozed = Signal()
 # sender=Task model; task_id, name, attempt, worker_id.
 task_lease_lost = Signal()
 

@@ -106,7 +106,9 @@ def _write(store: Store, items: list[Settlement]) -> list[Task]:
         attempt, failure = item.attempt, item.failure
         row = None
         try:
-            if failure is None:
+            if item.snoozed:
+                row = _snooze(store, item)
+            elif failure is None:
                 row = store.complete(attempt.task.id, WORKER_ID, item.result_json)
             else:
                 row = store.fail(
@@ -119,6 +121,17 @@ def _write(store: Store, items: list[Settlement]) -> list[Task]:
         if row is not None:
             rows.append(row)
     return rows
+
+
+def _snooze(store: Store, item: Settlement) -> Task:
+    """Write one snooze and return the row it left (``LostLease`` if not ours)."""
+    task_id = item.attempt.task.id
+    if task_id not in store.snooze_many(WORKER_ID, [(task_id, item.snooze_ms or 0)]):
+        raise LostLease(task_id)
+    row = store.get(task_id)
+    if row is None:  # purged in between by another connection
+        raise LostLease(task_id)
+    return row
 
 
 def run_task(store: Store, rows: Sequence[Task], *, backoff: bool = False) -> list[Task]:
@@ -152,9 +165,21 @@ def run_task(store: Store, rows: Sequence[Task], *, backoff: bool = False) -> li
     )
     settled = _write(store, items)
     duration_ms = int((time.monotonic() - started) * 1000)
+    snoozed = {id(item.attempt): item.snooze_ms for item in items if item.snoozed}
     for attempt in attempts:
-        if attempt.status is not None:
-            task = attempt.task
+        task = attempt.task
+        if id(attempt) in snoozed and attempt.status == "queued":
+            signals.task_snoozed.send(
+                sender=TaskModel,
+                task_id=task.id,
+                name=task.name,
+                queue=task.queue,
+                attempt=task.attempt,
+                worker_id=WORKER_ID,
+                delay_ms=snoozed[id(attempt)],
+                duration_ms=duration_ms,
+            )
+        elif attempt.status is not None:
             signals.task_finished.send(
                 sender=Task,
                 task_id=task.id,

@@ -253,7 +253,7 @@ def test_written_and_read_keys_agree() -> None:
 PUBLIC_NAMES = sorted(
     """
     AlreadyExists CairnQError DatabaseFull LostLease PayloadTooLarge QueueFull SchemaNotInstalled
-    SerializationError Task TaskCanceled TaskContext TaskError TaskFailed TaskRef TaskStatus TaskTimeout
+    SerializationError Snooze Task TaskCanceled TaskContext TaskError TaskFailed TaskRef TaskStatus TaskTimeout
     UnknownTask UnknownTaskWarning acall acancel acancel_by_key aget aget_by_key aget_status
     aget_status_by_key alist apurge aqueue_depth aretry aretry_by_key astats asubmit asubmit_many
     await_task await_task_by_key call cancel cancel_by_key get get_by_key get_status get_status_by_key

@@ -400,6 +400,19 @@ class Store(abc.ABC):
         raise NotImplementedError
 
     @abc.abstractmethod
+    def snooze_many(self, worker_id: str, snoozes: Sequence[tuple[str, int]]) -> dict[str, str]:
+        """Snooze many owned tasks in one statement: each comes back in its own delay, not as an attempt.
+
+        ``snoozes`` pairs a task id with its ``delay_ms`` (submit's range).
+        Each row is handed back as ``release`` does (``attempt`` down by one;
+        owner, lease, progress and message cleared) but due at now +
+        ``delay_ms``. Cancel wins: a cancel-requested task ends ``canceled``.
+        Returns ``{id: final status}`` of rows written; an id missing from the
+        answer lost its lease.
+        """
+        raise NotImplementedError
+
+    @abc.abstractmethod
     def release(self, task_ids: Sequence[str], worker_id: str) -> builtins.list[str]:
         """Hand owned running tasks back to ``queued`` (drain deadline) in one statement.
 

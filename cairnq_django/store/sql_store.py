@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 
 from django.db import connections, transaction
 
-from ..protocol import payload as _payload, validation
+from ..protocol import bounds, payload as _payload, validation
 from ..exceptions import AlreadyExists, LostLease
 from ..protocol.ids import task_id as new_task_id, task_ids as new_task_ids
 from ..protocol.limits import FleetLimits
@@ -129,6 +129,9 @@ class SQLStore(Store):
         return contextlib.nullcontext()
 
     def _fail_many_params(self, items: builtins.list[tuple[str, str, bool, int]]) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _snooze_many_params(self, items: builtins.list[tuple[str, int]]) -> dict[str, Any]:
         raise NotImplementedError
 
     # ---- execution -----------------------------------------------------
@@ -560,6 +563,17 @@ class SQLStore(Store):
         ]
         params = {"worker_id": worker_id, **self._fail_many_params(items)}
         rows = self._run(lambda: self._rows("fail_many", params))
+        return {row["id"]: row["status"] for row in rows}
+
+    def snooze_many(self, worker_id: str, snoozes: Sequence[tuple[str, int]]) -> dict[str, str]:
+        # One entry per id (the last wins), so each row is written exactly once.
+        latest: dict[str, int] = {}
+        for task_id, delay_ms in snoozes:
+            latest[task_id] = bounds.DELAY_MS.check(delay_ms, "delay_ms")
+        if not latest:
+            return {}
+        params = {"worker_id": worker_id, **self._snooze_many_params(list(latest.items()))}
+        rows = self._run(lambda: self._rows("snooze_many", params))
         return {row["id"]: row["status"] for row in rows}
 
     def release(self, task_ids: Sequence[str], worker_id: str) -> builtins.list[str]:

@@ -280,7 +280,38 @@ class Worker(AttemptOwner):
 
     def _on_settled(self, item: Settlement, status: str) -> None:
         self._forget(item.attempt)
-        self._finished(item.attempt, status, item.call)
+        if item.snoozed and status == "queued":
+            self._snoozed(item)
+        else:
+            # A cancel requested meanwhile ends even a snoozed task: finished.
+            self._finished(item.attempt, status, item.call)
+
+    def _snoozed(self, item: Settlement) -> None:
+        self.finished += 1
+        task = item.attempt.task
+        duration = item.call.duration_ms if item.call is not None else None
+        # A handler's own decision, as frequent as successes may be: logged with them (-v 2).
+        if logger.isEnabledFor(logging.DEBUG):
+            logger.debug(
+                "task snoozed: task=%s name=%s attempt=%s delay_ms=%s duration_ms=%s",
+                task.id,
+                task.name,
+                task.attempt,
+                item.snooze_ms,
+                duration,
+            )
+        if not signals.task_snoozed.receivers:
+            return
+        signals.task_snoozed.send(
+            sender=Task,
+            task_id=task.id,
+            name=task.name,
+            queue=task.queue,
+            attempt=task.attempt,
+            worker_id=self.worker_id,
+            delay_ms=item.snooze_ms,
+            duration_ms=duration,
+        )
 
     def _on_settle_lost(self, item: Settlement) -> None:
         if item.attempt.lost:

@@ -4,7 +4,8 @@ Read top to bottom, a call goes: ``handler_args`` (what the handler is
 called with; a payload that is not a JSON object fails the task) -> the
 caller performs the call (a handler thread, the event loop, or inline) ->
 ``settlements`` (protocol 4.7: the return value or exception of the call
-becomes one ``Settlement`` per task the handler did not settle itself) ->
+becomes one ``Settlement`` per task the handler did not settle itself; a
+``Snooze`` raised, or a batch's value for one task, puts it back for later) ->
 the caller writes them (the settler, or ``testing`` inline) and records each
 attempt's end.
 
@@ -19,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..exceptions import LostLease, SerializationError, TaskError
+from ..exceptions import LostLease, SerializationError, Snooze, TaskError
 from ..protocol.backoff import retry_delay_ms
 from ..protocol.envelopes import raised_envelope, unserializable_envelope
 from ..protocol.payload import encode
@@ -38,6 +39,7 @@ __all__ = [
     "handler_args",
     "object_payload",
     "settlements",
+    "snooze_settlement",
 ]
 
 logger = logging.getLogger("cairnq_django.worker")
@@ -45,14 +47,20 @@ logger = logging.getLogger("cairnq_django.worker")
 
 @dataclass(slots=True)
 class Settlement:
-    """One task's final write: a completion (``result_json``) or a failure."""
+    """One task's write at the end of its call: a completion (``result_json``), a failure, or a snooze."""
 
     attempt: Attempt
     # The call it came from (the worker's ``Call``; None inline).
     call: Any
     result_json: str | None = None
     failure: Failure | None = None
+    # Not None: back to queued in this many ms, the attempt not counted.
+    snooze_ms: int | None = None
     queued_at: float = 0.0
+
+    @property
+    def snoozed(self) -> bool:
+        return self.snooze_ms is not None
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +120,11 @@ def fail_settlement(
     )
 
 
+def snooze_settlement(attempt: Attempt, call: Any, snooze: Snooze) -> Settlement:
+    """Return the settlement putting ``attempt``'s task back for ``snooze.delay_ms``."""
+    return Settlement(attempt, call, snooze_ms=snooze.delay_ms)
+
+
 def settlements(
     call: Any,
     attempts: Sequence[Attempt],
@@ -127,9 +140,11 @@ def settlements(
     Returned: the value is the result (a batch's value is a ``Mapping`` of
     task id to result; a task it leaves out, or any other value, succeeds
     with no result); a result JSON cannot carry fails permanently with
-    ``unserializable_result``. Raised ``LostLease``: nothing is written, the
-    lease's expiry decides. Raised anything else: every task fails with the
-    exception's envelope (a ``TaskError`` keeps its own retryability).
+    ``unserializable_result``; a ``Snooze`` as a task's result snoozes that
+    task. Raised ``Snooze``: every task is snoozed. Raised ``LostLease``:
+    nothing is written, the lease's expiry decides. Raised anything else:
+    every task fails with the exception's envelope (a ``TaskError`` keeps its
+    own retryability).
 
     Each returned attempt is reserved (``begin_settle``); the caller writes
     the settlement and ends the reservation. ``log`` writes the worker's
@@ -146,6 +161,9 @@ def settlements(
         for attempt in left:
             task = attempt.task
             result = results.get(task.id) if results is not None else value
+            if isinstance(result, Snooze):
+                items.append(snooze_settlement(attempt, call, result))
+                continue
             try:
                 result_json = None if result is None else encode(result, what="result")
             except SerializationError as exc:
@@ -158,6 +176,8 @@ def settlements(
                 continue
             items.append(Settlement(attempt, call, result_json=result_json))
         return items
+    if isinstance(raised, Snooze):
+        return [snooze_settlement(attempt, call, raised) for attempt in left]
     if isinstance(raised, LostLease):
         # A write already learned the lease is gone: leave the rest to lease expiry.
         for attempt in left:

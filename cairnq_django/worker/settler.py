@@ -1,9 +1,10 @@
 """Write the final state of tasks whose handler returned or raised, coalesced.
 
-Handlers that finish close together are settled by ONE ``complete_many`` and
-ONE ``fail_many`` statement: the settler thread takes everything queued the
-moment it wakes and writes it at once, so when idle a single completion is
-written immediately (no added latency) and under load many share a statement.
+Handlers that finish close together are settled by ONE ``complete_many``,
+ONE ``fail_many`` and ONE ``snooze_many`` statement: the settler thread takes
+everything queued the moment it wakes and writes it at once, so when idle a
+single completion is written immediately (no added latency) and under load
+many share a statement.
 
 Every write is checked against the worker id by the store; an id missing from
 the answer lost its lease: that attempt is flagged, the loss is logged and
@@ -173,39 +174,48 @@ class Settler:
         return keep
 
     def _write(self, batch: list[Settlement]) -> None:
-        completes = [item for item in batch if item.failure is None]
-        fails = [item for item in batch if item.failure is not None]
-        if completes:
-            try:
-                answer = self._locked(
-                    lambda: self.store.complete_many(
-                        self.worker_id,
-                        [(item.attempt.task.id, item.result_json) for item in completes],
-                    )
-                )
-            except _TRANSIENT:
-                raise
-            except Exception as exc:  # noqa: BLE001
-                # One bad row (e.g. a value the column refuses) must not sink the rest.
-                logger.warning(
-                    "batched completion failed (%s); settling one by one", exc
-                )
-                answer = self._one_by_one(completes)
-            self._record(completes, answer)
-        if fails:
-            try:
-                failures = [item.failure for item in fails if item.failure is not None]
-                answer = self._locked(
-                    lambda: self.store.fail_many(self.worker_id, failures)
-                )
-            except _TRANSIENT:
-                raise
-            except Exception as exc:  # noqa: BLE001
-                logger.warning(
-                    "batched failure write failed (%s); settling one by one", exc
-                )
-                answer = self._one_by_one(fails)
-            self._record(fails, answer)
+        """Write ``batch``, one statement per kind; each kind written leaves ``batch``.
+
+        So when a later kind meets a database error, the retry writes only
+        what is still unwritten (a completion written twice would read as lost).
+        """
+        completes: list[Settlement] = []
+        fails: list[Settlement] = []
+        snoozes: list[Settlement] = []
+        for item in batch:
+            if item.snoozed:
+                snoozes.append(item)
+            elif item.failure is not None:
+                fails.append(item)
+            else:
+                completes.append(item)
+        worker_id = self.worker_id
+        results = [(item.attempt.task.id, item.result_json) for item in completes]
+        failures = [item.failure for item in fails if item.failure is not None]
+        delays = [(item.attempt.task.id, item.snooze_ms or 0) for item in snoozes]
+        groups: list[tuple[list[Settlement], Callable[[], dict[str, str]], str]] = [
+            (completes, lambda: self.store.complete_many(worker_id, results), "completion"),
+            (fails, lambda: self.store.fail_many(worker_id, failures), "failure"),
+            (snoozes, lambda: self.store.snooze_many(worker_id, delays), "snooze"),
+        ]
+        for items, write, what in groups:
+            if not items:
+                continue
+            self._write_group(items, write, what)
+            written = {id(item) for item in items}
+            batch[:] = [item for item in batch if id(item) not in written]
+
+    def _write_group(self, items: list[Settlement], write: Callable[[], dict[str, str]], what: str) -> None:
+        """Write one kind of settlement in one statement; record each task's answer."""
+        try:
+            answer = self._locked(write)
+        except _TRANSIENT:
+            raise
+        except Exception as exc:  # noqa: BLE001
+            # One bad row (e.g. a value the column refuses) must not sink the rest.
+            logger.warning("batched %s write failed (%s); settling one by one", what, exc)
+            answer = self._one_by_one(items)
+        self._record(items, answer)
 
     def _locked(self, fn: Callable[[], Any]) -> Any:
         if self.write_lock is None:
@@ -233,6 +243,12 @@ class Settler:
 
     def _settle_one(self, item: Settlement) -> str:
         task_id = item.attempt.task.id
+        if item.snoozed:
+            delay = [(task_id, item.snooze_ms or 0)]
+            answer = self._locked(lambda: self.store.snooze_many(self.worker_id, delay))
+            if task_id not in answer:
+                raise LostLease(task_id)
+            return str(answer[task_id])
         failure = item.failure
         if failure is None:
             result_json = item.result_json

@@ -346,6 +346,78 @@ async def async_hang(ctx: Any, payload: Any) -> None:
     await asyncio.sleep(payload.get("seconds", 60))
 
 
+# ---- snooze: back to the queue for later, the attempt not counted -----------------------
+
+# Runs of each task in this process: a snooze keeps the attempt number, so the
+# handlers count their own runs to decide when to stop snoozing.
+_runs_lock = threading.Lock()
+_runs: dict[str, int] = {}
+
+
+def _run_number(ctx: Any) -> int:
+    with _runs_lock:
+        _runs[ctx.task_id] = _runs.get(ctx.task_id, 0) + 1
+        return _runs[ctx.task_id]
+
+
+def _wait_for_gate(ctx: Any) -> None:
+    """Wait for ``$LEDGER_DIR/go-<task_id>`` (up to 30 s), so a test can act on the running task."""
+    gate = os.path.join(os.environ["LEDGER_DIR"], f"go-{ctx.task_id}")
+    deadline = time.monotonic() + 30
+    while not os.path.exists(gate) and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
+@task("demo.snooze")
+def snooze(ctx: Any, payload: Any) -> dict[str, int]:
+    """Snooze the first ``times`` runs by ``delay_ms``, then return the run and attempt.
+
+    ``gate``: wait for the test's go file first. ``cancel_self``: request this
+    task's own cancel before snoozing (inline tests: cancel wins).
+    """
+    run = _run_number(ctx)
+    ledger("start", ctx, run=run)
+    if payload.get("gate"):
+        _wait_for_gate(ctx)
+    if payload.get("cancel_self"):
+        cairnq.cancel(ctx.task_id)
+    if run <= payload.get("times", 1):
+        ledger("end", ctx, run=run, snoozed=True)
+        raise cairnq.Snooze(delay_ms=payload.get("delay_ms", 0))
+    ledger("end", ctx, run=run)
+    return {"attempt": ctx.attempt, "runs": run}
+
+
+@task("demo.async_snooze")
+async def async_snooze(ctx: Any, payload: Any) -> dict[str, int]:
+    """``demo.snooze`` as an async handler (no gate)."""
+    run = _run_number(ctx)
+    ledger("start", ctx, run=run)
+    await asyncio.sleep(0)
+    if run <= payload.get("times", 1):
+        raise cairnq.Snooze(delay_ms=payload.get("delay_ms", 0))
+    return {"attempt": ctx.attempt, "runs": run}
+
+
+@task("demo.snooze_batch", batch=4)
+def snooze_batch(items: list[Any]) -> dict[str, Any]:
+    """On an item's first run, ``snooze_ms`` snoozes it alone (a ``Snooze`` as its value)
+    and ``raise_ms`` snoozes the whole call (raised); otherwise each returns its run and attempt."""
+    runs = {item.task_id: _run_number(item) for item in items}
+    ledger("batch", None, size=len(items), ids=[item.task_id for item in items])
+    for item in items:
+        if runs[item.task_id] == 1 and "raise_ms" in item.payload:
+            raise cairnq.Snooze(delay_ms=item.payload["raise_ms"])
+    return {
+        item.task_id: (
+            cairnq.Snooze(delay_ms=item.payload["snooze_ms"])
+            if runs[item.task_id] == 1 and "snooze_ms" in item.payload
+            else {"attempt": item.attempt, "runs": runs[item.task_id]}
+        )
+        for item in items
+    }
+
+
 # ---- a small pipeline: ingest a document, embed its chunks on the GPU, summarize --------
 
 

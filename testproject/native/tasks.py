@@ -105,6 +105,18 @@ if task is not None:
         """An ``async def`` task that raises: its traceback must be stored too."""
         raise ValueError(message)
 
+    _snoozed_once: set[str] = set()
+
+    @task(takes_context=True, max_attempts=1)
+    def snooze_once(context: Any, delay_ms: int) -> int:
+        """Raise ``cairnq.Snooze`` on the first run, then return the attempt Django reports."""
+        from cairnq_django.exceptions import Snooze
+
+        if context.task_result.id not in _snoozed_once:
+            _snoozed_once.add(context.task_result.id)
+            raise Snooze(delay_ms=delay_ms)
+        return int(context.attempt)
+
     @task(max_attempts=1)
     def sleepy(seconds: float) -> None:
         """Outrun ``--max-run-ms``: fails with ``handler_timeout``."""

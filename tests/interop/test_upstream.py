@@ -1,7 +1,7 @@
 """Pin wire compatibility with the real upstream SDK (``cairnq==0.15.1``) on one
 shared test database, in both directions: rows, results, keys, the key lock,
-cancel-wins and (PostgreSQL) NOTIFY written by one side must be what the other
-side reads and obeys.
+cancel-wins, snoozed rows and (PostgreSQL) NOTIFY written by one side must be
+what the other side reads and obeys.
 
 The upstream SDK is asyncio-only. It runs on an event loop in a daemon thread,
 and every call into it carries a hard timeout, so a hung upstream call fails the
@@ -274,3 +274,26 @@ def test_our_submit_wakes_an_idle_upstream_worker(upstream: tuple[UpstreamLoop, 
         assert time.monotonic() - started < 5
     finally:
         stop_worker(loop, worker, running)
+
+
+def test_upstream_reads_and_claims_our_snoozed_rows(upstream: tuple[UpstreamLoop, Any]) -> None:
+    # A snooze leaves a plain queued row: upstream reads it as such and claims it
+    # when due, as the same attempt number (the snoozed run did not count).
+    loop, client = upstream
+    later = cq.submit("interop.snooze", {"n": 1}, queue=QUEUE, priority=2, max_attempts=1)
+    now = cq.submit("interop.snooze", {"n": 2}, queue=QUEUE, priority=1, max_attempts=1)
+    store = get_store()
+    assert len(store.claim([QUEUE], DJANGO_WORKER, lease_ms=30_000, limit=2)) == 2
+    store.progress(later.id, DJANGO_WORKER, 0.5, "half way")
+    before = store.now_ms()
+    assert store.snooze_many(DJANGO_WORKER, [(later.id, 60_000), (now.id, 0)]) == {later.id: "queued", now.id: "queued"}
+
+    seen = loop.call(lambda: client.get(later.id))
+    assert (seen.status, seen.attempt, seen.max_attempts, seen.worker_id, seen.lease_until_ms) == ("queued", 0, 1, None, None)
+    assert (seen.progress, seen.message, seen.error, seen.completed_at_ms) == (None, None, None, None)
+    assert seen.run_at_ms >= before + 60_000 and seen.payload == {"n": 1}
+
+    claimed = loop.call(lambda: client.store.claim(queues=[QUEUE], worker_id=UPSTREAM_WORKER, lease_ms=30_000, limit=5))
+    assert [(row.id, row.attempt) for row in claimed] == [(now.id, 1)]
+    final = loop.call(lambda: client.store.complete(task_id=now.id, worker_id=UPSTREAM_WORKER, result={"ok": True}))
+    assert final.status == "succeeded" and cq.get(now.id).result == {"ok": True}

@@ -53,6 +53,7 @@ def test_both_dialects_ship_the_same_statements() -> None:
         "recover_leases",
         "complete_many",
         "fail_many",
+        "snooze_many",
         "heartbeat_batch",
         "cancel_many",
         "retry_many",
@@ -353,7 +354,7 @@ def test_sqlite_large_row_steps_go_by_primary_key(big_table: str) -> None:
     }
     steps = sorted({step for pick, write, read in _LARGE_ROW_STEPS.values() for step in (pick, write, read)
                     if step is not None and not (step.startswith("claim") and step.endswith("_pick"))})
-    assert len(steps) == 15, steps
+    assert len(steps) == 16, steps
     for name in steps:
         plan = _plan_sql("sqlite", step_sql(name), params)
         assert _full_scans("sqlite", plan) == [], (name, plan)
@@ -362,7 +363,10 @@ def test_sqlite_large_row_steps_go_by_primary_key(big_table: str) -> None:
 
 @pytest.mark.parametrize(
     "name",
-    ["complete_many", "fail_many", "heartbeat_batch", "release", "heartbeat", "progress", "complete", "succeed", "fail"],
+    [
+        "complete_many", "fail_many", "snooze_many", "heartbeat_batch", "release",
+        "heartbeat", "progress", "complete", "succeed", "fail",
+    ],
 )
 def test_sqlite_large_row_writes_stay_in_step(name: str) -> None:
     # Each large-row write is derived from its single statement: the UPDATE

@@ -1,7 +1,8 @@
 """Pin ``worker/outcomes.settlements``, the pipeline the worker and ``run_until_idle`` share:
 a returned value becomes the result (a batch's ``Mapping``, of any kind, fills results by
 task id), an unserializable result fails permanently, ``LostLease`` writes nothing, any
-other exception fails every unsettled task with its envelope and the backoff, and tasks
+other exception fails every unsettled task with its envelope and the backoff, a ``Snooze``
+(raised, or one task's value in a batch's mapping) snoozes with its delay, and tasks
 the handler settled (or whose lease is lost) are left alone. No database: plain rows."""
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from cairnq_django.exceptions import LostLease, TaskError
+from cairnq_django.exceptions import LostLease, Snooze, TaskError
 from cairnq_django.worker.attempt import Attempt, AttemptOwner
 from cairnq_django.worker.outcomes import NO_BACKOFF, RetryBackoff, settlements
 
@@ -73,3 +74,26 @@ def test_an_exception_fails_every_task_with_its_envelope_and_backoff() -> None:
     assert all(500 <= item.failure.delay_ms <= 1_000 for item in items)
     (item,) = _run(_attempts(1), raised=TaskError("no", code="bad_input", retryable=False), backoff=RetryBackoff(1_000, 30_000))
     assert (item.failure.error["code"], item.failure.retryable, item.failure.delay_ms) == ("bad_input", False, 0)
+
+
+def test_a_raised_snooze_snoozes_every_unsettled_task_of_the_call() -> None:
+    settled, lost, *open_ = _attempts(4)
+    settled.begin_settle()
+    settled.end_settle("succeeded")
+    lost.mark_lost()
+    items = _run([settled, lost, *open_], raised=Snooze(delay_ms=30_000), backoff=RetryBackoff(1_000, 30_000))
+    assert [(item.attempt, item.snooze_ms, item.failure, item.result_json) for item in items] == [
+        (attempt, 30_000, None, None) for attempt in open_
+    ]
+    (item,) = _run(_attempts(1), raised=Snooze(0), batch=False)
+    assert (item.snoozed, item.snooze_ms) == (True, 0)
+
+
+def test_a_snooze_as_one_batch_value_snoozes_that_task_alone() -> None:
+    items = _run(_attempts(3), {"t0": {"a": 1}, "t1": Snooze(delay_ms=5_000)})
+    assert [(item.attempt.task.id, item.snooze_ms, item.result_json) for item in items] == [
+        ("t0", None, '{"a":1}'),
+        ("t1", 5_000, None),
+        ("t2", None, None),
+    ]
+    assert not any(item.failure for item in items)

@@ -50,7 +50,7 @@ _NEVER_BY_COUNT = 2**62
 # best index depends on the clock reading and the lists they are given.
 _PLANNED_PER_CALL = frozenset(
     {
-        "complete_many", "fail_many", "heartbeat_batch", "cancel_many", "retry_many", "release",
+        "complete_many", "fail_many", "snooze_many", "heartbeat_batch", "cancel_many", "retry_many", "release",
         "claimable_probe", "recover_leases",
     }
 )
@@ -252,6 +252,9 @@ class PostgresStore(SQLStore):
             "retryable": [item[2] for item in items],
             "delays": [item[3] for item in items],
         }
+
+    def _snooze_many_params(self, items: list[tuple[str, int]]) -> dict[str, Any]:
+        return {"ids": [task_id for task_id, _ in items], "delays": [delay for _, delay in items]}
 
     def _payload_text(self, task_id: str) -> str | None:
         # Slices, streamed one row at a time (see get_payload.sql), gathered

@@ -19,7 +19,7 @@ from functools import lru_cache
 from ..sql_files import statement
 
 DERIVED_WRITES = frozenset(
-    {"complete_many", "fail_many", "heartbeat_batch", "release", "heartbeat", "progress", "complete", "succeed", "fail"}
+    {"complete_many", "fail_many", "snooze_many", "heartbeat_batch", "release", "heartbeat", "progress", "complete", "succeed", "fail"}
 )
 CLAIM_SHAPES = frozenset({"claim", "claim_one_name", "claim_one_queue", "claim_one_queue_one_name"})
 PICKED_ONLY = "  AND cairnq_tasks.id IN (SELECT value FROM json_each(%(picked)s))"

@@ -14,7 +14,7 @@ copies of each row it changes (the old row, the new row, the record it
 writes), where a plain ``UPDATE`` holds two: with a 50 MB payload that third
 copy is 50 MB of the worker's peak. When ``CAIRNQ["MAX_PAYLOAD_BYTES"]``
 admits payloads over ``LARGE_ROW_BYTES`` (or is None), the worker's writes
-(claims, settlement, lease renewal, progress, hand-back) run as pick / write /
+(claims, settlement, snoozes, lease renewal, progress, hand-back) run as pick / write /
 read statements (``large_rows.py``) in one IMMEDIATE transaction
 instead: the same rows, the same answer, one or two statements more, and no
 RETURNING. Deployments at the default limit keep the single statements.
@@ -60,6 +60,7 @@ _LARGE_ROW_STEPS: dict[str, tuple[str, str, str | None]] = {
     "claim_one_queue_one_name": ("claim_one_queue_one_name_pick", "claim_write", "tasks_read"),
     "complete_many": ("settle_pick", "complete_many_write", "settled_read"),
     "fail_many": ("settle_pick", "fail_many_write", "settled_read"),
+    "snooze_many": ("settle_pick", "snooze_many_write", "settled_read"),
     "heartbeat_batch": ("owned_pick", "heartbeat_batch_write", None),
     "release": ("owned_pick", "release_write", None),
     "heartbeat": ("owned_one_pick", "heartbeat_write", "tasks_read"),
@@ -161,6 +162,11 @@ class SQLiteStore(SQLStore):
                 ],
                 ensure_ascii=False,
             )
+        }
+
+    def _snooze_many_params(self, items: list[tuple[str, int]]) -> dict[str, Any]:
+        return {
+            "items": json.dumps([{"id": task_id, "delay_ms": delay} for task_id, delay in items], ensure_ascii=False)
         }
 
     def _rows(self, name: str, params: dict[str, Any]) -> list[dict[str, Any]]:

@@ -1,4 +1,4 @@
--- Large-row mode, settlement step 1 (pick), for complete_many and fail_many:
+-- Large-row mode, settlement step 1 (pick), for complete_many, fail_many and snooze_many:
 -- the listed tasks this worker still owns (3.12/3.13); ids missing from the answer lost their lease.
 -- params: items (JSON array text of objects with an "id"), worker_id, now (process ms)
 SELECT t.id
