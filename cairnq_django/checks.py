@@ -268,10 +268,11 @@ _RESOURCE_HINTS = {
 
 
 def _check_resources(config: Mapping[str, Any]) -> list[checks.CheckMessage]:
-    return [
+    messages: list[checks.CheckMessage] = [
         checks.Error(f'CAIRNQ["RESOURCES"]{text}.', hint=_RESOURCE_HINTS[kind], id="cairnq.E007")
         for kind, text in conf.resources_problems(config.get("RESOURCES"))
-    ] + [
+    ]
+    return messages + [
         checks.Error(f'CAIRNQ["GLOBAL_RESOURCES"]{text}.', hint=_RESOURCE_HINTS[kind], id="cairnq.E016")
         for kind, text in conf.resources_problems(config.get("GLOBAL_RESOURCES"))
     ]

@@ -170,7 +170,7 @@ def run_task(store: Store, rows: Sequence[Task], *, backoff: bool = False) -> li
         task = attempt.task
         if id(attempt) in snoozed and attempt.status == "queued":
             signals.task_snoozed.send(
-                sender=TaskModel,
+                sender=Task,
                 task_id=task.id,
                 name=task.name,
                 queue=task.queue,

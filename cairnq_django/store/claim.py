@@ -154,7 +154,9 @@ def draw_limited(
     if not queues:
         return []
     rate = fleet.rate
-    own = [v for v in (fleet.concurrency, rate and rate.count, rate and rate.burst) if v is not None]
+    own = [fleet.concurrency] if fleet.concurrency is not None else []
+    if rate is not None:
+        own += [rate.count, rate.burst]
     params: dict[str, Any] = {
         "scopes": store._list(fleet.scopes),
         "name_scope": fleet.name_scope,
