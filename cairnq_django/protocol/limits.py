@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Union
 
 from . import bounds
@@ -41,14 +41,21 @@ class Rate:
     count: int
     window_ms: int
     burst: int
+    # The text it was parsed from, for messages and the worker's banner.
+    text: str = field(default="", compare=False)
 
     @property
     def burst_window_ms(self) -> int:
         return max(1, self.window_ms * self.burst // self.count)
 
     def __str__(self) -> str:
+        if self.text:
+            return self.text
         text = f"{self.count}/{self.window_ms}ms"
         return text if self.burst == self.count else f"{text} burst {self.burst}"
+
+    def __repr__(self) -> str:
+        return repr(str(self))
 
 
 def parse_rate(text: Any) -> Rate:
@@ -60,7 +67,7 @@ def parse_rate(text: Any) -> Rate:
         raise ValueError(f"must look like '600/m', '2/s', '100/10s' or '600/m burst 20', got {text!r}")
     count, multiple, unit, burst = match.groups()
     window_ms = int(multiple or 1) * _UNITS_MS[unit.lower()]
-    rate = Rate(int(count), window_ms, int(burst) if burst is not None else int(count))
+    rate = Rate(int(count), window_ms, int(burst) if burst is not None else int(count), " ".join(text.split()))
     if not 1 <= rate.count <= MAX_RATE_COUNT:
         raise ValueError(f"must allow from 1 to {MAX_RATE_COUNT} starts per window, got {text!r}")
     if not 1 <= window_ms <= MAX_WINDOW_MS:

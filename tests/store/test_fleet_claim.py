@@ -92,14 +92,14 @@ def test_a_saturated_key_does_not_hide_the_keys_behind_it(store: Any) -> None:
         submit("t.fair", 3, customer="small")
         fleet = fleet_limits(definition, {})
         assert fleet is not None
-        # The first draw reads the head of the queue: all "big", of which one may run.
-        assert [key_of(row) for row in claim(store, fleet, 4)] == ["big"]
-        # The next skips "big" (at its limit) while it reads, past 2,000 rows, to "small".
-        (small,) = claim(store, fleet, 4, "w2")
-        assert key_of(small) == "small"
-        assert claim(store, fleet, 4, "w3") == []  # both keys are at their limit
-        store.complete(small.id, "w2", None)
-        assert [key_of(row) for row in claim(store, fleet, 4, "w3")] == ["small"]
+        # The head of the queue is all "big", of which one may run: the draw reads on
+        # past "big", 2,000 rows, to the next key.
+        big, small = claim(store, fleet, 4)
+        assert (key_of(big), key_of(small)) == ("big", "small")
+        assert claim(store, fleet, 4, "w2") == []  # both keys are at their limit
+        store.complete(small.id, "w1", None)
+        # "big" is at its limit: skipped while reading, so "small" is found again.
+        assert [key_of(row) for row in claim(store, fleet, 4, "w2")] == ["small"]
     finally:
         unregister("t.fair")
 

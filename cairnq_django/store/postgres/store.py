@@ -92,13 +92,14 @@ def _prepared_cursor_class() -> type | None:
     return PreparedCursor
 
 
-def limited_claim_message() -> str:
+def limited_claim_message(keyed: bool) -> str:
     """The text of a fleet-limited claim: the scopes' locks, then the claim, in one message.
 
     Unindented: psycopg caches its parse of a text only up to 4 KiB, and the
     pair fits only that way (it has no string literal spanning lines).
     """
-    text = statement("postgres", "lock_scopes").rstrip() + ";\n" + statement("postgres", "claim_limited")
+    claim = "claim_limited_keyed" if keyed else "claim_limited"
+    text = statement("postgres", "lock_scopes").rstrip() + ";\n" + statement("postgres", claim)
     return "\n".join(line.strip() for line in text.splitlines()) + "\n"
 
 
@@ -176,7 +177,7 @@ class PostgresStore(SQLStore):
         # The locks and the claim go in one message: one round trip, and the
         # server runs them as one transaction, each statement with a fresh
         # snapshot, so the claim counts what the lock holder before it committed.
-        sql = limited_claim_message()
+        sql = limited_claim_message(fleet.keyed)
         connection = connections[self.alias]
         with connection.cursor() as cursor:
             if is_psycopg3 and not _binds_on_client(cursor):

@@ -115,7 +115,8 @@ class SQLiteStore(SQLStore):
         with transaction.atomic(using=self.alias, savepoint=False):
             # The write lock first: the counts below then hold until commit.
             self._rows("lock_key", {"key": None})
-            picked = self._fetch("claim_limited", statement(self.dialect, "claim_limited"), params)
+            claim = "claim_limited_keyed" if fleet.keyed else "claim_limited"
+            picked = self._fetch(claim, statement(self.dialect, claim), params)
             if not picked:
                 return []
             steps = {**params, "picked": json.dumps([row["id"] for row in picked])}

@@ -1,6 +1,6 @@
--- Fleet-limited claim of one name (docs/limits.md).
+-- Fleet-limited claim (docs/limits.md)
 -- After lock_scopes.sql: count the fleet's live calls and recent starts, lease what the limits admit in claim order, log each call's start.
--- params: scopes, name_scope, resource_scope, queues, name, worker_id, lease_ms, limit, batch, keyed, concurrency, rate_count, rate_ms, burst_count, burst_ms, fresh_room, resource_capacity, scan
+-- params: scopes, name_scope, resource_scope, queues, name, worker_id, lease_ms, limit, batch, concurrency, rate_count, rate_ms, burst_count, burst_ms, fresh_room, resource_capacity, scan
 
 WITH clock AS (
     SELECT (extract(epoch from clock_timestamp()) * 1000)::bigint AS now_ms
@@ -13,14 +13,12 @@ live AS (
       ON s.task_id = t.id AND s.attempt = t.attempt AND s.worker_id = t.worker_id
     WHERE t.status = 'running'
       AND t.lease_until_ms > (TABLE clock)
-      AND s.scope = ANY(%(scopes)s)
+      AND s.scope = ANY(%(scopes)s::text[])
     GROUP BY s.scope, s.limit_key
 ),
--- How many more calls each counted key may start now: its live calls and its starts in the rate windows
--- (a key counted nowhere has fresh_room).
+-- How many more calls may start now: live calls and starts in the rate windows (none counted: fresh_room).
 room AS (
-    SELECT limit_key,
-           least(%(concurrency)s - sum(calls), %(rate_count)s - sum(recent), %(burst_count)s - sum(burst)) AS room
+    SELECT least(%(concurrency)s - sum(calls), %(rate_count)s - sum(recent), %(burst_count)s - sum(burst)) AS room
     FROM (
         SELECT limit_key, calls, 0 AS recent, 0 AS burst FROM live WHERE scope = %(name_scope)s
         UNION ALL
@@ -28,33 +26,28 @@ room AS (
         FROM cairnq_django_fleet_start
         WHERE %(rate_count)s IS NOT NULL AND scope = %(name_scope)s AND started_at_ms > (TABLE clock) - %(rate_ms)s
     ) counted
-    GROUP BY limit_key
 ),
--- Rows this draw may lease in all: the worker's limit, the global resource's room, an unkeyed name's room.
+-- Rows this draw may lease in all: the worker's limit, the global resource's room, the name's room.
 budget AS (
     SELECT greatest(0, least(
         %(limit)s,
         %(batch)s * (%(resource_capacity)s
                           - coalesce((SELECT sum(calls) FROM live WHERE scope = %(resource_scope)s), 0)),
-        CASE WHEN NOT %(keyed)s
-             THEN %(batch)s * coalesce((SELECT room FROM room WHERE limit_key = ''), %(fresh_room)s) END
+        %(batch)s * coalesce((SELECT room FROM room), %(fresh_room)s)
     )) AS rows
 ),
--- Each queue's head in cairnq_tasks_claim_name_idx order, saturated keys skipped so they hide no other key.
+-- Each queue's head in cairnq_tasks_claim_name_idx order.
 candidate AS (
-    SELECT head.id, head.priority, head.run_at_ms, head.limit_key
-    FROM unnest(%(queues)s) AS wanted(queue)
+    SELECT head.id, head.priority, head.run_at_ms
+    FROM unnest(%(queues)s::text[]) wanted(queue)
     CROSS JOIN LATERAL (
-        SELECT t.id, t.priority, t.run_at_ms, k.limit_key
+        SELECT t.id, t.priority, t.run_at_ms
         FROM cairnq_tasks t
-        CROSS JOIN LATERAL (SELECT CASE WHEN %(keyed)s
-            THEN coalesce(t.metadata -> 'cairnq_django' ->> 'limit_key', '') ELSE '' END AS limit_key) k
         WHERE t.queue = wanted.queue
           AND t.status = 'queued'
           AND t.name = %(name)s
           AND t.run_at_ms <= (TABLE clock)
           AND NOT EXISTS (SELECT 1 FROM cairnq_django_queue_pause p WHERE p.queue = wanted.queue)
-          AND k.limit_key NOT IN (SELECT limit_key FROM room WHERE room <= 0)
         ORDER BY t.priority DESC, t.run_at_ms, t.id
         LIMIT %(scan)s
     ) head
@@ -62,16 +55,7 @@ candidate AS (
     LIMIT %(scan)s
 ),
 admitted AS (
-    SELECT c.id
-    FROM (
-        SELECT candidate.*,
-               row_number() OVER (PARTITION BY limit_key ORDER BY priority DESC, run_at_ms, id) AS nth
-        FROM candidate
-    ) c
-    LEFT JOIN room m ON m.limit_key = c.limit_key
-    WHERE NOT %(keyed)s OR c.nth <= coalesce(m.room, %(fresh_room)s)
-    ORDER BY c.priority DESC, c.run_at_ms, c.id
-    LIMIT (SELECT rows FROM budget)
+    SELECT id FROM candidate ORDER BY priority DESC, run_at_ms, id LIMIT (SELECT rows FROM budget)
 ),
 -- A row locked elsewhere is skipped, never waited for: the draw only takes less than it was allowed.
 picked AS MATERIALIZED (
@@ -95,10 +79,9 @@ claimed AS (
 -- A call is batch rows in claim order (the worker cuts them the same way); its first row stands for it.
 started AS (
     INSERT INTO cairnq_django_fleet_start (scope, limit_key, task_id, attempt, worker_id, started_at_ms)
-    SELECT scope, CASE WHEN scope = %(name_scope)s THEN h.limit_key ELSE '' END, h.id, h.attempt, %(worker_id)s, (TABLE clock)
-    FROM (SELECT c.id, c.attempt, a.limit_key, row_number() OVER (ORDER BY c.priority DESC, c.run_at_ms, c.id) AS nth
-          FROM claimed c JOIN candidate a ON a.id = c.id) h
-    CROSS JOIN unnest(%(scopes)s) AS scope
+    SELECT scope, '', h.id, h.attempt, %(worker_id)s, (TABLE clock)
+    FROM (SELECT id, attempt, row_number() OVER (ORDER BY priority DESC, run_at_ms, id) AS nth FROM claimed) h
+    CROSS JOIN unnest(%(scopes)s::text[]) AS scope
     WHERE (h.nth - 1) %% %(batch)s = 0
 )
 SELECT * FROM claimed ORDER BY priority DESC, run_at_ms, id

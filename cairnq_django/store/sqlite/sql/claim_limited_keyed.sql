@@ -1,0 +1,102 @@
+-- Fleet-limited claim of a keyed name, step 1 (pick; docs/limits.md): count the fleet's live calls and recent starts,
+-- and pick in claim order what the limits admit, with each row's key. Runs in the claim's IMMEDIATE transaction.
+-- params: scopes (JSON), name_scope, resource_scope, queues (JSON), name, limit, batch, keyed, concurrency, rate_count, rate_ms, burst_count, burst_ms, fresh_room, resource_capacity, scan, now
+WITH live AS (
+    SELECT s.scope, s.limit_key, count(*) AS calls
+    FROM cairnq_tasks AS t
+    JOIN cairnq_django_fleet_start AS s
+      ON s.task_id = t.id AND s.attempt = t.attempt AND s.worker_id = t.worker_id
+    WHERE t.status = 'running'
+      -- The partial index's predicate, literally: SQLite matches it term by term.
+      AND t.lease_until_ms IS NOT NULL
+      AND t.lease_until_ms > %(now)s
+      AND s.scope IN (SELECT value FROM json_each(%(scopes)s))
+    GROUP BY s.scope, s.limit_key
+),
+recent AS (
+    SELECT limit_key,
+           count(*) AS in_window,
+           count(*) FILTER (WHERE started_at_ms > %(now)s - %(burst_ms)s) AS in_burst
+    FROM cairnq_django_fleet_start
+    WHERE %(rate_count)s IS NOT NULL
+      AND scope = %(name_scope)s
+      AND started_at_ms > %(now)s - %(rate_ms)s
+    GROUP BY limit_key
+),
+-- How many more calls each counted key may start now; a key counted nowhere has fresh_room.
+room AS (
+    SELECT k.limit_key,
+           min(coalesce(%(concurrency)s - coalesce(l.calls, 0), 2147483647),
+               coalesce(%(rate_count)s - coalesce(r.in_window, 0), 2147483647),
+               coalesce(%(burst_count)s - coalesce(r.in_burst, 0), 2147483647)) AS room
+    FROM (SELECT limit_key FROM live WHERE scope = %(name_scope)s UNION SELECT limit_key FROM recent) AS k
+    LEFT JOIN live AS l ON l.scope = %(name_scope)s AND l.limit_key = k.limit_key
+    LEFT JOIN recent AS r ON r.limit_key = k.limit_key
+),
+-- Rows this draw may pick in all: the worker's limit, the global resource's room, an unkeyed name's room.
+budget AS (
+    SELECT max(0, min(
+        %(limit)s,
+        coalesce(%(batch)s * (%(resource_capacity)s
+                 - coalesce((SELECT sum(calls) FROM live WHERE scope = %(resource_scope)s), 0)), 2147483647),
+        CASE WHEN %(keyed)s THEN 2147483647
+             ELSE %(batch)s * coalesce((SELECT room FROM room WHERE limit_key = ''), %(fresh_room)s, 2147483647) END
+    )) AS rows
+),
+-- Each queue's head in cairnq_tasks_claim_name_idx order, saturated keys skipped so they hide no other key.
+ahead AS (
+    SELECT head.id, head.priority, head.run_at_ms,
+           CASE WHEN %(keyed)s THEN coalesce(json_extract(head.metadata, '$.cairnq_django.limit_key'), '')
+                ELSE '' END AS limit_key
+    FROM json_each(%(queues)s) AS wanted
+    JOIN cairnq_tasks AS head ON head.id IN (
+        SELECT id FROM cairnq_tasks
+        WHERE queue = wanted.value
+          AND status = 'queued'
+          AND name = %(name)s
+          AND run_at_ms <= %(now)s
+          AND NOT EXISTS (SELECT 1 FROM cairnq_django_queue_pause AS p WHERE p.queue = wanted.value)
+          AND (NOT %(keyed)s
+               OR coalesce(json_extract(metadata, '$.cairnq_django.limit_key'), '')
+                  NOT IN (SELECT limit_key FROM room WHERE room <= 0))
+        ORDER BY priority DESC, run_at_ms, id
+        LIMIT %(scan)s
+    )
+    ORDER BY head.priority DESC, head.run_at_ms, head.id
+    LIMIT %(scan)s
+),
+-- When the first read found too few keys (one key's long run), read on past its keys.
+behind AS (
+    SELECT head.id, head.priority, head.run_at_ms,
+           CASE WHEN %(keyed)s THEN coalesce(json_extract(head.metadata, '$.cairnq_django.limit_key'), '')
+                ELSE '' END AS limit_key
+    FROM json_each(%(queues)s) AS wanted
+    JOIN cairnq_tasks AS head ON head.id IN (
+        SELECT id FROM cairnq_tasks
+        WHERE (SELECT count(DISTINCT limit_key) FROM ahead) < %(limit)s
+          AND queue = wanted.value
+          AND status = 'queued'
+          AND name = %(name)s
+          AND run_at_ms <= %(now)s
+          AND NOT EXISTS (SELECT 1 FROM cairnq_django_queue_pause AS p WHERE p.queue = wanted.value)
+          AND (NOT %(keyed)s
+               OR coalesce(json_extract(metadata, '$.cairnq_django.limit_key'), '')
+                  NOT IN (SELECT limit_key FROM room WHERE room <= 0 UNION SELECT limit_key FROM ahead))
+        ORDER BY priority DESC, run_at_ms, id
+        LIMIT %(scan)s
+    )
+    ORDER BY head.priority DESC, head.run_at_ms, head.id
+    LIMIT %(scan)s
+),
+candidate AS (SELECT * FROM ahead UNION ALL SELECT * FROM behind),
+ranked AS (
+    SELECT candidate.*,
+           row_number() OVER (PARTITION BY limit_key ORDER BY priority DESC, run_at_ms, id) AS nth
+    FROM candidate
+)
+SELECT c.id, c.limit_key
+FROM ranked AS c
+LEFT JOIN room AS m ON m.limit_key = c.limit_key
+WHERE NOT %(keyed)s OR c.nth <= coalesce(m.room, %(fresh_room)s)
+ORDER BY c.priority DESC, c.run_at_ms, c.id
+LIMIT (SELECT rows FROM budget)
