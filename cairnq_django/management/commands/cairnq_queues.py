@@ -18,6 +18,8 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from ...client import pauses
 from ...models import TaskStatus, ms_to_datetime
 from ...protocol import bounds
+from ...store import get_store
+from ...store.missing_schema import command_schema_required
 
 
 def _checked(problem: Callable[[Any], str | None]) -> Callable[[str], str]:
@@ -61,9 +63,6 @@ class Command(BaseCommand):
         resume.add_argument("name", type=_checked(bounds.text_problem), metavar="NAME", help="The queue.")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        from ...store import get_store
-        from ...store.missing_schema import command_schema_required
-
         store = get_store()
         action = options["action"]
         try:
