@@ -2,8 +2,8 @@
 
 The public API lives here. Django imports this package while it is still
 loading ``INSTALLED_APPS``, before any model may be imported, so names that
-need the app registry (``Task``, ``TaskStatus``, ``task``, ``TaskContext``) are
-resolved lazily by the module ``__getattr__`` on first use.
+need the app registry (``Task``, ``TaskStatus``, ``QueuePause``, ``task``,
+``TaskContext``) are resolved lazily by the module ``__getattr__`` on first use.
 """
 
 from __future__ import annotations
@@ -20,8 +20,11 @@ from .client.async_api import (
     aget_by_key,
     aget_status,
     aget_status_by_key,
+    apause_queue,
+    apaused_queues,
     apurge,
     aqueue_depth,
+    aresume_queue,
     aretry,
     aretry_by_key,
     astats,
@@ -45,6 +48,7 @@ from .client.queries import (
     stats,
 )
 from .client.queries import list_tasks as list
+from .client.pauses import pause_queue, paused_queues, resume_queue
 from .client.submit import submit, submit_many
 from .client.wait import TaskRef, call, wait, wait_by_key
 from .exceptions import (
@@ -67,7 +71,7 @@ from .exceptions import (
 
 if TYPE_CHECKING:
     from .tasks.context import TaskContext
-    from .models import Task, TaskStatus
+    from .models import QueuePause, Task, TaskStatus
     from .tasks.registry import task
 
 # name -> module that defines it, imported on first access.
@@ -77,6 +81,7 @@ _LAZY = {
     "task": ".tasks.registry",
     "periodic": ".tasks.periodic",
     "TaskContext": ".tasks.context",
+    "QueuePause": ".models",
 }
 
 
@@ -110,6 +115,10 @@ __all__ = [
     "retry",
     "retry_by_key",
     "purge",
+    # pause
+    "pause_queue",
+    "resume_queue",
+    "paused_queues",
     # wait
     "wait",
     "wait_by_key",
@@ -129,6 +138,9 @@ __all__ = [
     "aretry",
     "aretry_by_key",
     "apurge",
+    "apause_queue",
+    "aresume_queue",
+    "apaused_queues",
     "await_task",
     "await_task_by_key",
     "acall",
@@ -136,6 +148,7 @@ __all__ = [
     "Task",
     "TaskRef",
     "TaskStatus",
+    "QueuePause",
     "task",
     "TaskContext",
     # errors

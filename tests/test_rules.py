@@ -258,6 +258,7 @@ PUBLIC_NAMES = sorted(
     aget_status_by_key alist apurge aqueue_depth aretry aretry_by_key astats asubmit asubmit_many
     await_task await_task_by_key call cancel cancel_by_key get get_by_key get_status get_status_by_key
     list purge queue_depth retry retry_by_key stats submit submit_many task wait wait_by_key
+    QueuePause pause_queue resume_queue paused_queues apause_queue aresume_queue apaused_queues
     """.split()
 )
 
@@ -271,7 +272,8 @@ def test_public_names_are_pinned() -> None:
 
 def test_async_twins_exist_for_every_sync_function() -> None:
     sync = {"submit", "submit_many", "get", "get_by_key", "get_status", "get_status_by_key", "list", "stats",
-            "queue_depth", "cancel", "cancel_by_key", "retry", "retry_by_key", "purge", "call"}
+            "queue_depth", "cancel", "cancel_by_key", "retry", "retry_by_key", "purge", "call",
+            "pause_queue", "resume_queue", "paused_queues"}
     for name in sync:
         assert "a" + name in cairnq_django.__all__, name
     assert {"await_task", "await_task_by_key"} <= set(cairnq_django.__all__)

@@ -1,7 +1,7 @@
 """The task admin: importing this package registers it (Django's ``admin.autodiscover``).
 
 ``task_admin`` holds the ModelAdmin; ``filters``, ``paginator``, ``preview``,
-``values``, ``actions`` and ``dashboard`` each hold one part of its pages.
+``values``, ``actions``, ``dashboard`` and ``queue_controls`` each hold one part of its pages.
 """
 
 from __future__ import annotations

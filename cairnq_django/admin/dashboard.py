@@ -1,8 +1,8 @@
-"""The queue dashboard: per-queue figures on one page, and its entry on the admin index."""
+"""The queue dashboard: per-queue figures and controls on one page, and its entry on the admin index."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from django.contrib import admin
@@ -13,8 +13,10 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils.translation import gettext as _
 
+from .queue_controls import ShownControl, shown_controls
 from .values import EMPTY, odd_time, stored_datetime
-from ..models import LIVE_STATUSES, TERMINAL_STATUSES, QueueDashboard, Task, TaskStatus, ms_to_datetime
+from ..client import pauses
+from ..models import LIVE_STATUSES, TERMINAL_STATUSES, QueueDashboard, QueuePause, Task, TaskStatus, ms_to_datetime
 from ..store import get_store
 
 if TYPE_CHECKING:
@@ -39,6 +41,9 @@ class QueueRow:
     failed_last_hour: int = 0
     oldest_queued_age: str = "—"
     oldest_due_age: str = "—"
+    # The pause in force (None: the queue is active), and the controls this user sees on the card.
+    pause: QueuePause | None = None
+    controls: list[ShownControl] = field(default_factory=list)
 
     @property
     def status_counts(self) -> list[tuple[str, str, int]]:
@@ -50,7 +55,8 @@ def queue_rows(now_ms: int, alias: str) -> list[QueueRow]:
 
     Counts come from ``store.stats()`` (one grouped read over the table, as
     the protocol's dashboard read). The other figures read only live rows or
-    the last hour's failures, each through an index the protocol ships.
+    the last hour's failures, each through an index the protocol ships. A
+    paused queue has a card even when it holds no task.
     """
     rows = {queue: QueueRow(queue, dict(counts)) for queue, counts in get_store().stats().items()}
     tasks = Task.objects.using(alias)
@@ -59,6 +65,9 @@ def queue_rows(now_ms: int, alias: str) -> list[QueueRow]:
         if queue not in rows:
             rows[queue] = QueueRow(queue, {})
         return rows[queue]
+
+    for pause in pauses.paused_queues():
+        row(pause.queue).pause = pause
 
     queued = (
         tasks.filter(status=TaskStatus.QUEUED)
@@ -131,7 +140,7 @@ def _age(now_ms: int, then_ms: Any) -> str:
 
 
 def dashboard(model_admin: TaskAdmin, request: HttpRequest) -> HttpResponse:
-    """Render the queue dashboard (needs the task view permission)."""
+    """Render the queue dashboard (needs the task view permission; each control, its own)."""
     if not model_admin.has_view_permission(request):
         raise PermissionDenied
     store = get_store()
@@ -140,6 +149,7 @@ def dashboard(model_admin: TaskAdmin, request: HttpRequest) -> HttpResponse:
     for item in rows:
         item.oldest_queued_age = _age(now_ms, item.oldest_queued_ms)
         item.oldest_due_age = _age(now_ms, item.oldest_due_ms)
+        item.controls = shown_controls(model_admin, request, item)
     totals = {status: sum(item.counts.get(status, 0) for item in rows) for status in TaskStatus.values}
     changelist = reverse(f"{model_admin.admin_site.name}:cairnq_task_changelist")
     context = {

@@ -24,6 +24,7 @@ from .actions import cancel_one, cancel_tasks, retry_one, retry_tasks, retry_tas
 from .dashboard import dashboard
 from .filters import HandlerFilter, NameFilter, QueueFilter, StatusFilter
 from .paginator import EstimatedCountPaginator
+from .queue_controls import run_control
 from .preview import PreviewChangeList, compact_json, preview_from_head, with_payload_head
 from .values import EMPTY, number_text, odd_progress, pretty_json, progress_fraction, storable_text, time_text, time_value
 from ..conf import get_config
@@ -216,6 +217,7 @@ class TaskAdmin(admin.ModelAdmin):
         wrap = self.admin_site.admin_view
         return [
             path("dashboard/", wrap(self.dashboard_view), name=f"{prefix}_dashboard"),
+            path("dashboard/<slug:control>/", wrap(self.queue_control_view), name=f"{prefix}_queue_control"),
             path("<path:object_id>/cancel/", wrap(self.cancel_view), name=f"{prefix}_cancel"),
             path("<path:object_id>/retry/", wrap(self.retry_view), name=f"{prefix}_retry"),
             *super().get_urls(),
@@ -223,6 +225,9 @@ class TaskAdmin(admin.ModelAdmin):
 
     def dashboard_view(self, request: HttpRequest) -> HttpResponse:
         return dashboard(self, request)
+
+    def queue_control_view(self, request: HttpRequest, control: str) -> HttpResponse:
+        return run_control(self, request, control)
 
     def cancel_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
         return cancel_one(self, request, object_id)

@@ -17,7 +17,15 @@ from django.db import DatabaseError
 
 from ..exceptions import SchemaNotInstalled
 
-TABLES = ("cairnq_tasks", "cairnq_task_keys", "cairnq_meta", "cairnq_migrations")
+# The protocol's tables, and the app's own that the claim and the API read.
+TABLES = (
+    "cairnq_tasks",
+    "cairnq_task_keys",
+    "cairnq_meta",
+    "cairnq_migrations",
+    "cairnq_django_queue_pause",
+    "cairnq_django_fleet_start",
+)
 
 # PostgreSQL's SQLSTATE for a relation that does not exist.
 _UNDEFINED_TABLE = "42P01"

@@ -18,6 +18,8 @@ picked AS MATERIALIZED (
     CROSS JOIN LATERAL (
         SELECT ctid, id, priority, run_at_ms FROM cairnq_tasks
         WHERE queue = wanted.queue
+          -- Not a paused queue (docs/limits.md): a test of the queue, not of each row.
+          AND wanted.queue <> ALL(ARRAY(SELECT queue FROM cairnq_django_queue_pause))
           AND status = 'queued'
           AND (%(names)s::text[] IS NULL OR name = ANY(%(names)s::text[]))
           -- A scalar subquery: evaluated once, so it bounds the index range.

@@ -47,7 +47,7 @@ candidate AS (
           AND t.status = 'queued'
           AND t.name = %(name)s
           AND t.run_at_ms <= (TABLE clock)
-          AND NOT EXISTS (SELECT 1 FROM cairnq_django_queue_pause p WHERE p.queue = wanted.queue)
+          AND wanted.queue <> ALL(ARRAY(SELECT queue FROM cairnq_django_queue_pause))
         ORDER BY t.priority DESC, t.run_at_ms, t.id
         LIMIT %(scan)s
     ) head

@@ -47,7 +47,7 @@ ahead AS (
           AND t.status = 'queued'
           AND t.name = %(name)s
           AND t.run_at_ms <= (TABLE clock)
-          AND NOT EXISTS (SELECT 1 FROM cairnq_django_queue_pause p WHERE p.queue = wanted.queue)
+          AND wanted.queue <> ALL(ARRAY(SELECT queue FROM cairnq_django_queue_pause))
           AND k.limit_key NOT IN (SELECT limit_key FROM room WHERE room <= 0)
         ORDER BY t.priority DESC, t.run_at_ms, t.id
         LIMIT %(scan)s
@@ -68,7 +68,7 @@ behind AS (
           AND t.status = 'queued'
           AND t.name = %(name)s
           AND t.run_at_ms <= (TABLE clock)
-          AND NOT EXISTS (SELECT 1 FROM cairnq_django_queue_pause p WHERE p.queue = wanted.queue)
+          AND wanted.queue <> ALL(ARRAY(SELECT queue FROM cairnq_django_queue_pause))
           AND k.limit_key NOT IN (SELECT limit_key FROM room WHERE room <= 0 UNION SELECT limit_key FROM ahead)
         ORDER BY t.priority DESC, t.run_at_ms, t.id
         LIMIT %(scan)s

@@ -14,6 +14,8 @@ WITH commit_mode AS MATERIALIZED (
 picked AS MATERIALIZED (
     SELECT ctid FROM cairnq_tasks
     WHERE queue = %(queue)s
+      -- Not a paused queue (docs/limits.md): a test of the queue, not of each row.
+      AND %(queue)s <> ALL(ARRAY(SELECT queue FROM cairnq_django_queue_pause))
       AND status = 'queued'
       AND name = %(name)s
       -- A scalar subquery: evaluated once, so it bounds the cairnq_tasks_claim_name_idx range.

@@ -10,6 +10,8 @@ SELECT
             -- Unfiltered by queue on purpose: recovering any dead worker's task is every worker's job.
             SELECT 1 FROM cairnq_tasks
             WHERE queue = wanted.queue
+              -- Not a paused queue (docs/limits.md): a test of the queue, not of each row.
+              AND wanted.queue <> ALL(ARRAY(SELECT queue FROM cairnq_django_queue_pause))
               AND status = 'queued'
               AND (%(names)s::text[] IS NULL OR name = ANY(%(names)s::text[]))
               AND run_at_ms <= (SELECT (extract(epoch from clock_timestamp()) * 1000)::bigint)

@@ -14,6 +14,8 @@ walk(queue, name, priority, step) AS (
     ), 1
     FROM unnest(%(queues)s::text[]) AS wanted(queue)
     CROSS JOIN unnest(%(names)s::text[]) AS served(name)
+    -- Not a paused queue (docs/limits.md): a test of the queue, not of each row.
+    WHERE wanted.queue <> ALL(ARRAY(SELECT queue FROM cairnq_django_queue_pause))
     UNION ALL
     SELECT walk.queue, walk.name, (
         SELECT priority FROM cairnq_tasks

@@ -48,14 +48,16 @@ ahead AS (
     SELECT head.id, head.priority, head.run_at_ms,
            CASE WHEN %(keyed)s THEN coalesce(json_extract(head.metadata, '$.cairnq_django.limit_key'), '')
                 ELSE '' END AS limit_key
-    FROM json_each(%(queues)s) AS wanted
+    FROM (
+        SELECT value FROM json_each(%(queues)s)
+        WHERE value NOT IN (SELECT queue FROM cairnq_django_queue_pause)
+    ) AS wanted
     JOIN cairnq_tasks AS head ON head.id IN (
         SELECT id FROM cairnq_tasks
         WHERE queue = wanted.value
           AND status = 'queued'
           AND name = %(name)s
           AND run_at_ms <= %(now)s
-          AND NOT EXISTS (SELECT 1 FROM cairnq_django_queue_pause AS p WHERE p.queue = wanted.value)
           AND (NOT %(keyed)s
                OR coalesce(json_extract(metadata, '$.cairnq_django.limit_key'), '')
                   NOT IN (SELECT limit_key FROM room WHERE room <= 0))
@@ -70,7 +72,10 @@ behind AS (
     SELECT head.id, head.priority, head.run_at_ms,
            CASE WHEN %(keyed)s THEN coalesce(json_extract(head.metadata, '$.cairnq_django.limit_key'), '')
                 ELSE '' END AS limit_key
-    FROM json_each(%(queues)s) AS wanted
+    FROM (
+        SELECT value FROM json_each(%(queues)s)
+        WHERE value NOT IN (SELECT queue FROM cairnq_django_queue_pause)
+    ) AS wanted
     JOIN cairnq_tasks AS head ON head.id IN (
         SELECT id FROM cairnq_tasks
         WHERE (SELECT count(DISTINCT limit_key) FROM ahead) < %(limit)s
@@ -78,7 +83,6 @@ behind AS (
           AND status = 'queued'
           AND name = %(name)s
           AND run_at_ms <= %(now)s
-          AND NOT EXISTS (SELECT 1 FROM cairnq_django_queue_pause AS p WHERE p.queue = wanted.value)
           AND (NOT %(keyed)s
                OR coalesce(json_extract(metadata, '$.cairnq_django.limit_key'), '')
                   NOT IN (SELECT limit_key FROM room WHERE room <= 0 UNION SELECT limit_key FROM ahead))

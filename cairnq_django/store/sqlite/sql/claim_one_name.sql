@@ -10,7 +10,11 @@ SET status = 'running',
 -- Inside the claim session's IMMEDIATE transaction: the write lock is held, no claimer races.
 WHERE id IN (
     SELECT head.id
-    FROM json_each(%(queues)s) AS wanted
+    -- Not a paused queue (docs/limits.md): the list is filtered before any task is read.
+    FROM (
+        SELECT value FROM json_each(%(queues)s)
+        WHERE value NOT IN (SELECT queue FROM cairnq_django_queue_pause)
+    ) AS wanted
     -- Each queue's head on its own, in cairnq_tasks_claim_name_idx order; "queue IN" would sort.
     JOIN cairnq_tasks AS head ON head.id IN (
         SELECT id FROM cairnq_tasks

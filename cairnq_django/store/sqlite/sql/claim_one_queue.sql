@@ -10,7 +10,8 @@ SET status = 'running',
 -- Inside the claim session's IMMEDIATE transaction: the write lock is held, no claimer races.
 WHERE id IN (
     SELECT id FROM cairnq_tasks
-    WHERE queue = %(queue)s
+    -- Not a paused queue (docs/limits.md): NULL then, an empty index range; read once, not per row.
+    WHERE queue = (SELECT %(queue)s WHERE %(queue)s NOT IN (SELECT queue FROM cairnq_django_queue_pause))
       AND status = 'queued'
       AND (%(names)s IS NULL OR name IN (SELECT value FROM json_each(%(names)s)))
       AND run_at_ms <= %(now)s

@@ -6,7 +6,11 @@
 SELECT
     EXISTS (
         SELECT 1 FROM cairnq_tasks
-        WHERE queue IN (SELECT value FROM json_each(%(queues)s))
+        WHERE queue IN (
+            SELECT value FROM json_each(%(queues)s)
+            -- Not a paused queue (docs/limits.md): a test of the queue, not of each row.
+            WHERE value NOT IN (SELECT queue FROM cairnq_django_queue_pause)
+        )
           AND status = 'queued'
           AND (%(names)s IS NULL OR name IN (SELECT value FROM json_each(%(names)s)))
           AND run_at_ms <= %(now)s

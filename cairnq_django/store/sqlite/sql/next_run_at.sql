@@ -11,6 +11,8 @@ WITH RECURSIVE walk(queue, name, priority, step) AS (
         LIMIT 1
     ), 1
     FROM json_each(%(queues)s) AS wanted, json_each(%(names)s) AS served
+    -- Not a paused queue (docs/limits.md): a test of the queue, not of each row.
+    WHERE wanted.value NOT IN (SELECT queue FROM cairnq_django_queue_pause)
     UNION ALL
     SELECT walk.queue, walk.name, (
         SELECT priority FROM cairnq_tasks
