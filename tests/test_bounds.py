@@ -297,7 +297,7 @@ def test_worker_flags_at_their_bounds(cairnq_db: Any, flag: str, low: int, high:
 
 
 def test_worker_lease_floor_follows_the_heartbeat(cairnq_db: Any) -> None:
-    with override_settings(CAIRNQ={"RESOURCES": {"gpu": 1}, "HEARTBEAT_INTERVAL_MS": 30}):
+    with override_settings(CAIRNQ={"RESOURCES": {"gpu": 1}, "GLOBAL_RESOURCES": {"openai": 2}, "HEARTBEAT_INTERVAL_MS": 30}):
         with pytest.raises(CommandError, match="--lease-ms 89 is shorter than three heartbeats"):
             call_command("cairnq_worker", "--lease-ms", "89", "--burst")
         call_command("cairnq_worker", "--lease-ms", "90", "--burst", verbosity=0)

@@ -75,7 +75,8 @@ def test_bad_setting_is_command_error_naming_it(setting: str, value: Any) -> Non
 
 
 def test_undeclared_resource_stops_start_up(cairnq_db: Any) -> None:
-    with override_settings(CAIRNQ={"RESOURCES": {"tpu": 4}}):
+    # testproject's demo.fleet.openai needs its global resource declared too.
+    with override_settings(CAIRNQ={"RESOURCES": {"tpu": 4}, "GLOBAL_RESOURCES": {"openai": 2}}):
         with pytest.raises(CommandError) as caught:
             call_command("cairnq_worker", "--burst")
         assert "'gpu'" in str(caught.value) and "declared resources: tpu" in str(
