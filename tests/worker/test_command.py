@@ -79,7 +79,7 @@ def test_undeclared_resource_stops_start_up(cairnq_db: Any) -> None:
     with override_settings(CAIRNQ={"RESOURCES": {"tpu": 4}, "GLOBAL_RESOURCES": {"openai": 2}}):
         with pytest.raises(CommandError) as caught:
             call_command("cairnq_worker", "--burst")
-        assert "'gpu'" in str(caught.value) and "declared resources: tpu" in str(
+        assert "'gpu'" in str(caught.value) and "declared resources: openai, tpu" in str(
             caught.value
         )
         # Declared on the command line instead, it runs.
