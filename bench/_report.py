@@ -1,4 +1,4 @@
-"""Turn raw results into the printed table and issue 7's target ratios."""
+"""Turn raw results into the printed tables and the targets (issue 7's ratios, and later issues')."""
 
 from __future__ import annotations
 
@@ -184,11 +184,31 @@ def _specs() -> list[tuple[str, str, Callable[[Results], float | None], str, flo
             250.0,
             "MB",
         ),
+        *(
+            (
+                dialect,
+                f"fleet drain {mode}: limit never binding / no limit",
+                lambda r, d=dialect, m=mode: g(r, d, "ours", "fleet", "drain", m, "ratio"),
+                ">=",
+                0.9,
+                "x",
+            )
+            for dialect in ("postgres", "sqlite")
+            for mode in ("c1", "c8")
+        ),
+        (
+            "postgres",
+            "keyed fleet claim p99, 10,000 keys (ms)",
+            lambda r: g(r, "postgres", "ours", "fleet", "claim", "p99_ms"),
+            "<",
+            5.0,
+            "ms",
+        ),
     ]
 
 
 def targets(results: Results) -> list[dict[str, Any]]:
-    """Return issue 7's targets with the measured value and whether each is met."""
+    """Return the targets with the measured value and whether each is met."""
     out = []
     for dialect, label, fn, op, threshold, unit in _specs():
         value = fn(results)
@@ -272,6 +292,34 @@ def cost_table(results: Results) -> str:
     return "\n".join(lines)
 
 
+def fleet_table(results: Results) -> str:
+    """Render ours' fleet figures per dialect: drains with and without a limit, the keyed claim."""
+    lines = [
+        "| dialect | c1 no limit/s | c1 limited/s | c1 ratio | c8 no limit/s | c8 limited/s | c8 ratio "
+        "| keyed claim p50 ms | p99 ms | max ms |",
+        "|" + "---|" * 10,
+    ]
+    for dialect in ("postgres", "sqlite"):
+        if not results.get(dialect, {}).get("ours", {}).get("fleet"):
+            continue
+        row = [dialect]
+        for mode in ("c1", "c8"):
+            path = ("fleet", "drain", mode)
+            row += [
+                _fmt(_get(results, dialect, "ours", *path, "plain", "median")),
+                _fmt(_get(results, dialect, "ours", *path, "limited", "median")),
+                _fmt(_get(results, dialect, "ours", *path, "ratio"), 2),
+            ]
+        claim = ("fleet", "claim")
+        row += [_fmt(_get(results, dialect, "ours", *claim, key), 2) for key in ("p50_ms", "p99_ms", "max_ms")]
+        lines.append("| " + " | ".join(row) + " |")
+    return "\n".join(lines)
+
+
+def _has_fleet(results: Results) -> bool:
+    return any(results.get(d, {}).get("ours", {}).get("fleet") for d in ("postgres", "sqlite"))
+
+
 def render(payload: dict[str, Any]) -> str:
     results = payload["results"]
     parts = []
@@ -295,12 +343,14 @@ def render(payload: dict[str, Any]) -> str:
                     f"profile {key}/{dialect} drain {mode} ({prof['samples']} samples, each charged to the "
                     f"innermost cairnq_django function on its stack; stacks in {prof['file']}):\n{frames}"
                 )
+    if _has_fleet(results):
+        parts.append("### fleet limits (ours)\n\n" + fleet_table(results))
     rows = ["| dialect | target | measured | wanted | met |", "|---|---|---|---|---|"]
     for t in payload["targets"]:
         value = "—" if t["value"] is None else f"{t['value']:.2f}{' ' + t['unit'] if t['unit'] != 'x' else '×'}"
         met = {True: "yes", False: "NO", None: "not measured"}[t["met"]]
         rows.append(f"| {t['dialect']} | {t['target']} | {value} | {t['op']} {t['threshold']:g} | {met} |")
-    parts.append("### issue 7 targets\n\n" + "\n".join(rows))
+    parts.append("### targets\n\n" + "\n".join(rows))
     return "\n\n".join(parts)
 
 
@@ -318,10 +368,12 @@ def markdown(payload: dict[str, Any]) -> str:
                 "LISTENing backend commits one per NOTIFY it reads — and tuples inserted + updated + deleted):"
                 "\n\n" + cost_table(results)
             )
-    rows = ["| dialect | target (issue 7) | measured | wanted | met |", "|---|---|---|---|---|"]
+    if _has_fleet(results):
+        parts.append("#### Fleet limits (ours)\n\n" + fleet_table(results))
+    rows = ["| dialect | target | measured | wanted | met |", "|---|---|---|---|---|"]
     for t in payload["targets"]:
         value = "—" if t["value"] is None else f"{t['value']:.2f}{' ' + t['unit'] if t['unit'] != 'x' else '×'}"
         met = {True: "yes", False: "**no**", None: "not measured"}[t["met"]]
         rows.append(f"| {t['dialect']} | {t['target']} | {value} | {t['op']} {t['threshold']:g} | {met} |")
-    parts.append("#### Issue 7's targets, as ratios of this run\n\n" + "\n".join(rows))
+    parts.append("#### Targets, as ratios of this run\n\n" + "\n".join(rows))
     return "\n\n".join(parts) + "\n"

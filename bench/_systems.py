@@ -27,9 +27,15 @@ class Mode:
     key: str  # column name: "c1", "c8", "batch256"
     batch: int  # 1 = single-task handler
     concurrency: int
+    # The fleet metric's modes (ours only): the worker registers the fleet
+    # handlers too and serves this one name (--task), so a drain with a
+    # limit and one without differ in nothing else.
+    task: str | None = None
 
     @property
     def task_name(self) -> str:
+        if self.task is not None:
+            return self.task
         return "bench.noop" if self.batch == 1 else "bench.noop_batch"
 
 
@@ -113,7 +119,7 @@ def _ours_worker(dialect: str, db: str, mode: Mode) -> list[str]:
         "bench",
         "--concurrency",
         str(mode.concurrency),
-    ]
+    ] + (["--task", mode.task] if mode.task is not None else [])
 
 
 def _upstream_worker(dialect: str, db: str, mode: Mode) -> list[str]:
@@ -259,6 +265,8 @@ def worker_env(system: System, dialect: str, db: str, mode: Mode) -> dict[str, s
     env = {"BENCH_DIALECT": dialect, "BENCH_DB": db, "BENCH_BATCH": str(max(mode.batch, 1))}
     if system.key == "ours":
         env["DJANGO_SETTINGS_MODULE"] = "ours_project.settings"
+        if mode.task is not None:
+            env["BENCH_FLEET"] = "1"
     if system.key == "djtasks":
         env["DJANGO_SETTINGS_MODULE"] = "djtasks_project.settings"
     return env

@@ -117,6 +117,20 @@ class Tables:
             self.conn.execute("VACUUM (ANALYZE) cairnq_tasks")
             self.conn.execute("VACUUM cairnq_task_keys")
 
+    def reset_fleet(self) -> None:
+        """Empty cairnq-django's fleet start log (its own table: only ``ours`` has it)."""
+        self.run("delete_fleet_starts")
+        if self.dialect == "postgres":
+            self.conn.execute("VACUUM cairnq_django_fleet_start")
+
+    def analyze(self) -> None:
+        """Refresh PostgreSQL's statistics after a bulk load, as autovacuum would on a server that runs it.
+
+        SQLite is left as the library leaves it: nothing there runs ANALYZE.
+        """
+        if self.dialect == "postgres":
+            self.conn.execute("VACUUM (ANALYZE) cairnq_tasks")
+
     def preload(self, n: int, name: str, payload: dict[str, Any] | None = None) -> None:
         """Insert ``n`` due tasks, as many submits would, in chunks of 1,000."""
         body = json.dumps(payload) if payload is not None else None

@@ -4,7 +4,9 @@ Client: ``cairnq.submit(name, payload, queue=...)`` one at a time and
 ``cairnq.submit_many([...])`` for bulk, on the bench-only project in
 ``bench/ours_project`` (handlers in its ``tasks.py``). Delayed tasks
 (lateness) go through ``cairnq.submit(..., delay_ms=...)``. Claim cost calls the
-store's own claim (``get_store().claim``), the path the worker takes. Worker:
+store's own claim (``get_store().claim``), the path the worker takes; the
+fleet metric's keyed claim calls ``claim_session`` with a limited draw, as a
+worker's planner does. Worker:
 ``python manage.py cairnq_worker --queue bench --concurrency N`` on those
 settings, started by the harness.
 
@@ -86,6 +88,47 @@ def client(dialect: str, db: str) -> None:
             "times_ms": [t * 1000 for t in times],
         }
 
+    def submit_keyed(keys: int, per_key: int) -> dict[str, int]:
+        # Through submit_many, so each task's limit key is computed and stored
+        # as the API does it. A key's tasks go in the same call, so they sit
+        # within one call's rows of each other in claim order.
+        items = [("bench.noop_keyed", {"k": k, "i": j}) for k in range(keys) for j in range(per_key)]
+        for lo in range(0, len(items), 1000):
+            cairnq.submit_many(items[lo : lo + 1000], queue=QUEUE)
+        return {"tasks": len(items)}
+
+    def fleet_claim(k: int, limit: int, live_claims: int) -> dict[str, Any]:
+        """Time ``k`` keyed, fleet-limited claims of ``limit`` rows, the store call a worker's draw makes.
+
+        Each claim's rows are completed (untimed) ``live_claims`` claims
+        later, so every claim counts that many claims' calls still running
+        in the fleet, as it would beside other busy workers.
+        """
+        from cairnq_django.store import get_store
+        from cairnq_django.store.base import ClaimRequest
+        from cairnq_django.tasks.registry import get_task
+        from cairnq_django.worker.budgets import fleet_limits
+
+        name = "bench.noop_keyed"
+        definition = get_task(name)
+        if definition is None:
+            raise RuntimeError(f"{name} is not registered (BENCH_FLEET=1 not set?)")
+        fleet = fleet_limits(definition, {})
+        store = get_store()
+        worker_id = "worker_bench_probe"
+        request = ClaimRequest([QUEUE], worker_id, 30_000, [name])
+        times, running = [], []
+        for _ in range(k):
+            start = _wire.now()
+            rows = store.claim_session(request, lambda draw: draw([name], limit, fleet)) or []
+            times.append(_wire.now() - start)
+            if len(rows) != limit:
+                raise RuntimeError(f"a keyed claim took {len(rows)} rows of {limit}: keys ran out")
+            running.append(rows)
+            if len(running) > live_claims:
+                store.complete_many(worker_id, [(row.id, None) for row in running.pop(0)])
+        return {"k": k, "limit": limit, "live_claims": live_claims, "times_ms": [t * 1000 for t in times]}
+
     _wire.serve(
         {
             "setup": setup,
@@ -94,6 +137,8 @@ def client(dialect: str, db: str) -> None:
             "submit": submit,
             "submit_delayed": submit_delayed,
             "claim_cost": claim_cost,
+            "submit_keyed": submit_keyed,
+            "fleet_claim": fleet_claim,
         }
     )
 

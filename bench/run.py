@@ -10,7 +10,9 @@ concurrency 1 and 8, and batch=256; median of 3), pickup latency of an idle
 worker (p50/p95), the idle worker's CPU and RSS, claim cost on a table holding
 1,000,000 terminal rows and 20,000 backing-off tasks against an empty one, and
 (ours only) peak RSS draining 1 MB payloads under ``--max-in-flight-bytes`` and
-the lateness of delayed tasks (handler start minus run_at, p50/p95).
+the lateness of delayed tasks (handler start minus run_at, p50/p95), and fleet
+limits: a drain under a limit that never binds against the same drain without,
+and the latency of a keyed fleet-limited claim with 10,000 keys queued.
 Prints a table with the ratios issue 7 sets as targets and writes everything to
 ``bench/results/<UTC timestamp>.json``. See ``docs/performance.md``.
 """
@@ -41,6 +43,14 @@ from _systems import ORDER, SYSTEMS, Mode, System, worker_env
 
 DIALECTS = ("postgres", "sqlite")
 
+# The fleet metric's drains (ours): the plain no-op handler, and the same
+# handler under a fleet limit no drain reaches; each worker serves its one name.
+FLEET_PAIRS = {
+    "c1": (Mode("c1-plain", 1, 1, task="bench.noop"), Mode("c1-limited", 1, 1, task="bench.noop_limited")),
+    "c8": (Mode("c8-plain", 1, 8, task="bench.noop"), Mode("c8-limited", 1, 8, task="bench.noop_limited")),
+}
+FLEET_CLAIM_LIMIT = 8  # rows per keyed claim: a worker at --concurrency 8 with every slot free
+
 
 class Settings:
     """Sizes of one run (``--quick`` shrinks them)."""
@@ -63,6 +73,15 @@ class Settings:
         self.claims = 50 if quick else 200
         self.big_tasks = 40 if quick else 200
         self.big_payload = 1_000_000
+        # Fleet drains use the issue's 10,000 at both concurrencies (a c1
+        # drain of them takes ~10 s).
+        self.fleet_drain_n = drain_n or (1_000 if quick else 10_000)
+        self.fleet_keys = 1_000 if quick else 10_000
+        self.fleet_tasks_per_key = 2
+        self.fleet_claims = 50 if quick else 300
+        # Each claim's calls finish this many claims later: 8 claims of 8 calls
+        # are always running, as in a fleet of 8 busy workers at --concurrency 8.
+        self.fleet_live_claims = 8
 
 
 class Run:
@@ -102,11 +121,13 @@ class Run:
             with open(self.logs / "harness-errors.log", "a") as log:
                 traceback.print_exc(file=log)
 
-    def client(self, system: System, dialect: str, db: str, tag: str) -> Client:
+    def client(
+        self, system: System, dialect: str, db: str, tag: str, env: dict[str, str] | None = None
+    ) -> Client:
         return Client(
             system.client(dialect, db),
             self.logs / f"{system.key}-{dialect}-{tag}-client.log",
-            env={"BENCH_DIALECT": dialect, "BENCH_DB": db},
+            env={"BENCH_DIALECT": dialect, "BENCH_DB": db, **(env or {})},
         )
 
     def worker(
@@ -305,10 +326,11 @@ class Run:
         costs: list[dict[str, float]],
         *,
         profile: bool,
+        n: int | None = None,
     ) -> None:
         """One drain of ``n`` preloaded tasks by a fresh worker: its rate, or (profile) its py-spy profile."""
         db = self.db(system, dialect)
-        n = self.drain_size(system, mode)
+        n = n or self.drain_size(system, mode)
         self.reset(system, dialect, db, client)
         self.preload(system, dialect, db, client, n, mode.task_name)
         before = self.pg_stats(system, dialect)
@@ -588,6 +610,94 @@ class Run:
         }
         self.say(f"  {system.key}/{dialect} 1 MB payloads under a 64 MB budget: peak RSS {peak:.0f} MB")
 
+    def fleet_drains(self, system: System, dialect: str) -> None:
+        """Drains under a fleet limit that never binds against the same drains without one, in rounds.
+
+        Each round drains both handlers at each concurrency, which of the two
+        goes first alternating from round to round; every drain starts with
+        an empty start log. The ratio is of the medians, limited over plain.
+        """
+        db = self.db(system, dialect)
+        n = self.s.fleet_drain_n
+        modes = [mode for pair in FLEET_PAIRS.values() for mode in pair]
+        runs: dict[str, list[float]] = {m.key: [] for m in modes}
+        costs: dict[str, list[dict[str, float]]] = {m.key: [] for m in modes}
+        with self.client(system, dialect, db, "fleet-drain", env={"BENCH_FLEET": "1"}) as c:
+            for r in range(self.s.drain_reps):
+                for plain, limited in FLEET_PAIRS.values():
+                    for mode in (plain, limited) if r % 2 == 0 else (limited, plain):
+                        self.reset_fleet(dialect, db)
+                        self.drain_once(
+                            system, dialect, mode, c, runs[mode.key], costs[mode.key], profile=False, n=n
+                        )
+            self.reset(system, dialect, db, c)
+            self.reset_fleet(dialect, db)
+        drains: dict[str, Any] = {}
+        for column, (plain, limited) in FLEET_PAIRS.items():
+            entry: dict[str, Any] = {"n": n, "concurrency": plain.concurrency}
+            for role, mode in (("plain", plain), ("limited", limited)):
+                found = runs[mode.key]
+                entry[role] = {"task": mode.task, "runs": found, "median": statistics.median(found)}
+                cost = costs[mode.key]
+                if cost:
+                    entry[role]["db_cost"] = {k: statistics.median(x[k] for x in cost) for k in cost[0]}
+            entry["ratio"] = entry["limited"]["median"] / entry["plain"]["median"]
+            drains[column] = entry
+            limited_runs = ", ".join(f"{v:,.0f}" for v in entry["limited"]["runs"])
+            plain_runs = ", ".join(f"{v:,.0f}" for v in entry["plain"]["runs"])
+            self.say(
+                f"  {system.key}/{dialect} fleet drain {column}: limit never binding "
+                f"{entry['limited']['median']:,.0f}/s, none {entry['plain']['median']:,.0f}/s "
+                f"(x{entry['ratio']:.2f}; rounds limited {limited_runs}; none {plain_runs})"
+            )
+        self.cell(dialect, system).setdefault("fleet", {})["drain"] = drains
+
+    def fleet_claim(self, system: System, dialect: str) -> None:
+        """Time keyed fleet-limited claims with ``fleet_keys`` distinct keys queued (``ours.py fleet_claim``)."""
+        db = self.db(system, dialect)
+        s = self.s
+        with self.client(system, dialect, db, "fleet-claim", env={"BENCH_FLEET": "1"}) as c:
+            self.reset(system, dialect, db, c)
+            self.reset_fleet(dialect, db)
+            try:
+                queued = c.call("submit_keyed", keys=s.fleet_keys, per_key=s.fleet_tasks_per_key)["tasks"]
+                t = _tables.Tables(dialect, db)
+                try:
+                    t.analyze()
+                finally:
+                    t.close()
+                found = c.call(
+                    "fleet_claim", k=s.fleet_claims, limit=FLEET_CLAIM_LIMIT, live_claims=s.fleet_live_claims
+                )
+            finally:
+                self.reset(system, dialect, db, c)
+                self.reset_fleet(dialect, db)
+        times = found["times_ms"]
+        q = statistics.quantiles(times, n=100, method="inclusive")
+        self.cell(dialect, system).setdefault("fleet", {})["claim"] = {
+            "p50_ms": statistics.median(times),
+            "p99_ms": q[98],
+            "max_ms": max(times),
+            "mean_ms": statistics.fmean(times),
+            "claims": len(times),
+            "rows_per_claim": FLEET_CLAIM_LIMIT,
+            "keys": s.fleet_keys,
+            "tasks_queued": queued,
+            "live_calls": s.fleet_live_claims * FLEET_CLAIM_LIMIT,
+            "times_ms": times,
+        }
+        self.say(
+            f"  {system.key}/{dialect} keyed fleet claim ({s.fleet_keys:,} keys, {queued:,} tasks queued): "
+            f"p50 {statistics.median(times):.2f} ms, p99 {q[98]:.2f} ms, max {max(times):.2f} ms"
+        )
+
+    def reset_fleet(self, dialect: str, db: str) -> None:
+        t = _tables.Tables(dialect, db)
+        try:
+            t.reset_fleet()
+        finally:
+            t.close()
+
     # ------------------------------------------------------------ driver
     def main(self) -> int:
         dialects = [d for d in DIALECTS if self.args.only in (None, d)]
@@ -614,6 +724,9 @@ class Run:
                     self.guarded(dialect, system, "lateness", lambda s=system, d=dialect: self.lateness(s, d))
                 if "memory" in metrics and system.key == "ours":
                     self.guarded(dialect, system, "memory_budget", lambda s=system, d=dialect: self.memory_budget(s, d))
+                if "fleet" in metrics and system.key == "ours":
+                    self.guarded(dialect, system, "fleet_drain", lambda s=system, d=dialect: self.fleet_drains(s, d))
+                    self.guarded(dialect, system, "fleet_claim", lambda s=system, d=dialect: self.fleet_claim(s, d))
             claimers = [s for s in ready if s.protocol_tables]
             if "claim" in metrics and claimers:
                 dbs: dict[str, str] = {}
@@ -677,8 +790,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--metrics",
         type=lambda v: [s for s in v.split(",") if s],
-        default=["enqueue", "drain", "pickup", "lateness", "claim", "memory"],
-        help="comma-separated subset of enqueue,drain,pickup,lateness,claim,memory",
+        default=["enqueue", "drain", "pickup", "lateness", "claim", "memory", "fleet"],
+        help="comma-separated subset of enqueue,drain,pickup,lateness,claim,memory,fleet",
     )
     parser.add_argument("--drain-n", type=int, help="tasks per drain (default 10,000; --quick 1,000)")
     parser.add_argument(

@@ -36,3 +36,9 @@ def big(ctx: Any, payload: Any) -> None:
     _count += 1
     _wire.started(None, _count)
     time.sleep(0.02)
+
+
+# Only the fleet metric's processes register the fleet-limited handlers: every
+# other metric's worker keeps exactly the claim sources it had before them.
+if os.environ.get("BENCH_FLEET") == "1":
+    from . import fleet_tasks  # noqa: F401
