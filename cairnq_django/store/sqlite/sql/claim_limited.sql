@@ -1,6 +1,6 @@
 -- Fleet-limited claim of one name, step 1 (pick; docs/limits.md): count the fleet's live calls and recent starts,
--- and pick in claim order what the limits admit, with each row's key. Runs in the claim's IMMEDIATE transaction.
--- params: scopes (JSON), name_scope, resource_scope, queues (JSON), name, limit, batch, keyed, concurrency, rate_count, rate_ms, burst_count, burst_ms, fresh_room, resource_capacity, scan, now
+-- and pick in claim order what the limits admit. Runs in the claim's IMMEDIATE transaction.
+-- params: scopes (JSON), name_scope, resource_scope, queues (JSON), name, limit, batch, concurrency, rate_count, rate_ms, burst_count, burst_ms, fresh_room, resource_capacity, scan, now
 WITH live AS (
     SELECT s.scope, s.limit_key, count(*) AS calls
     FROM cairnq_tasks AS t
@@ -33,21 +33,18 @@ room AS (
     LEFT JOIN live AS l ON l.scope = %(name_scope)s AND l.limit_key = k.limit_key
     LEFT JOIN recent AS r ON r.limit_key = k.limit_key
 ),
--- Rows this draw may pick in all: the worker's limit, the global resource's room, an unkeyed name's room.
+-- Rows this draw may pick in all: the worker's limit, the global resource's room, the name's room.
 budget AS (
     SELECT max(0, min(
         %(limit)s,
         coalesce(%(batch)s * (%(resource_capacity)s
                  - coalesce((SELECT sum(calls) FROM live WHERE scope = %(resource_scope)s), 0)), 2147483647),
-        CASE WHEN %(keyed)s THEN 2147483647
-             ELSE %(batch)s * coalesce((SELECT room FROM room WHERE limit_key = ''), %(fresh_room)s, 2147483647) END
+        %(batch)s * coalesce((SELECT room FROM room WHERE limit_key = ''), %(fresh_room)s, 2147483647)
     )) AS rows
 ),
--- Each queue's head in cairnq_tasks_claim_name_idx order, saturated keys skipped so they hide no other key.
+-- Each queue's head in cairnq_tasks_claim_name_idx order.
 candidate AS (
-    SELECT head.id, head.priority, head.run_at_ms,
-           CASE WHEN %(keyed)s THEN coalesce(json_extract(head.metadata, '$.cairnq_django.limit_key'), '')
-                ELSE '' END AS limit_key
+    SELECT head.id, head.priority, head.run_at_ms
     FROM (
         SELECT value FROM json_each(%(queues)s)
         WHERE value NOT IN (SELECT queue FROM cairnq_django_queue_pause)
@@ -58,23 +55,13 @@ candidate AS (
           AND status = 'queued'
           AND name = %(name)s
           AND run_at_ms <= %(now)s
-          AND (NOT %(keyed)s
-               OR coalesce(json_extract(metadata, '$.cairnq_django.limit_key'), '')
-                  NOT IN (SELECT limit_key FROM room WHERE room <= 0))
         ORDER BY priority DESC, run_at_ms, id
         LIMIT %(scan)s
     )
     ORDER BY head.priority DESC, head.run_at_ms, head.id
     LIMIT %(scan)s
-),
-ranked AS (
-    SELECT candidate.*,
-           row_number() OVER (PARTITION BY limit_key ORDER BY priority DESC, run_at_ms, id) AS nth
-    FROM candidate
 )
-SELECT c.id, c.limit_key
-FROM ranked AS c
-LEFT JOIN room AS m ON m.limit_key = c.limit_key
-WHERE NOT %(keyed)s OR c.nth <= coalesce(m.room, %(fresh_room)s)
-ORDER BY c.priority DESC, c.run_at_ms, c.id
+SELECT id, '' AS limit_key
+FROM candidate
+ORDER BY priority DESC, run_at_ms, id
 LIMIT (SELECT rows FROM budget)
