@@ -163,7 +163,6 @@ def test_a_killed_worker_keeps_its_slots_until_its_leases_expire(
     cairnq_db: Any, start_worker: Any, ledger: Any
 ) -> None:
     ids = [cairnq.submit("demo.fleet.charge", {"ms": 20_000}).id for _ in range(3)]
-    ids += [cairnq.submit("demo.fleet.charge", {"ms": 10}).id for _ in range(3)]
     victim = start_worker("--concurrency", "8", overrides={"LEASE_MS": 2_000})
     wait_until(lambda: len([e for e in ledger() if e["event"] == "start"]) >= 3, 30, what="three charges started")
     victim.kill_group()
@@ -171,6 +170,9 @@ def test_a_killed_worker_keeps_its_slots_until_its_leases_expire(
     held = list(Task.objects.filter(id__in=ids, status="running").values_list("id", "lease_until_ms"))
     assert len(held) == 3
     expires = max(lease for _, lease in held) / 1000
+    # Submitted only now, so no live worker could have run them: the
+    # rescuer is the only one, and the dead worker's slots bar it at first.
+    ids += [cairnq.submit("demo.fleet.charge", {"ms": 10}).id for _ in range(3)]
     rescuer = start_worker("--concurrency", "8", overrides={"LEASE_MS": 2_000})
     wait_until(lambda: all_finished(ids[3:]), 60, what="the short charges ran after the leases expired")
     later = [e["wall"] for e in ledger() if e["event"] == "start" and e["pid"] == rescuer.pid]
