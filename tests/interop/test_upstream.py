@@ -24,6 +24,9 @@ import cairnq_django as cq
 from cairnq_django.client.wait import outcome
 from cairnq_django.protocol.payload import encode
 from cairnq_django.store import get_store
+from cairnq_django.store.base import ClaimRequest
+from cairnq_django.tasks.registry import unregister
+from cairnq_django.worker.budgets import fleet_limits
 
 cairnq = pytest.importorskip("cairnq")
 
@@ -297,3 +300,32 @@ def test_upstream_reads_and_claims_our_snoozed_rows(upstream: tuple[UpstreamLoop
     assert [(row.id, row.attempt) for row in claimed] == [(now.id, 1)]
     final = loop.call(lambda: client.store.complete(task_id=now.id, worker_id=UPSTREAM_WORKER, result={"ok": True}))
     assert final.status == "succeeded" and cq.get(now.id).result == {"ok": True}
+
+
+def test_upstream_submitted_limited_tasks_are_claimed_under_the_empty_key(upstream: tuple[UpstreamLoop, Any]) -> None:
+    # An upstream client stores no limit key, so its tasks of a keyed name share
+    # the key "": a per-key limit of 1 admits one of them at a time, whatever
+    # their payloads say, and our own submits keep their keys beside them.
+    loop, client = upstream
+    definition = cq.task("interop.keyed", global_concurrency=1, limit_key="customer")(lambda ctx, payload: None)
+    try:
+        foreign = [
+            loop.call(lambda c=customer: client.submit("interop.keyed", {"customer": c}, queue=QUEUE)).id
+            for customer in ("a", "b", "c")
+        ]
+        ours = cq.submit("interop.keyed", {"customer": "a"}, queue=QUEUE).id
+        fleet = fleet_limits(definition, {})
+        assert fleet is not None and fleet.keyed
+        store = get_store()
+
+        def draw(worker: str) -> list[Any]:
+            request = ClaimRequest([QUEUE], worker, 30_000, [fleet.name])
+            return store.claim_session(request, lambda take: take([fleet.name], 8, fleet)) or []
+
+        first = draw(DJANGO_WORKER)
+        assert sorted(row.id for row in first) == sorted([foreign[0], ours])
+        assert draw("worker_django_second") == []
+        store.complete(foreign[0], DJANGO_WORKER, None)
+        assert [row.id for row in draw("worker_django_second")] == [foreign[1]]
+    finally:
+        unregister("interop.keyed")
