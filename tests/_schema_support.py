@@ -189,13 +189,14 @@ def pg_catalog(conn: psycopg.Connection[Any]) -> dict[str, Any]:
             "AND left(c.relname, 7) = 'cairnq_' AND left(c.relname, 14) <> 'cairnq_django_' ORDER BY t.tgname"
         ),
         # The function body is this project's own; its behaviour is compared by
-        # the NOTIFY sequence test instead of by text.
+        # the NOTIFY sequence test instead of by text. The app's own functions
+        # (cairnq_django_*, the fleet-limited claims) are not the protocol's.
         "functions": rows(
             "SELECT p.proname, pg_get_function_identity_arguments(p.oid), "
             "p.prorettype::regtype::text, l.lanname, p.provolatile, p.prosecdef, p.proconfig "
             "FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang "
             "WHERE p.pronamespace = current_schema()::regnamespace "
-            "AND left(p.proname, 7) = 'cairnq_' ORDER BY p.proname"
+            "AND left(p.proname, 7) = 'cairnq_' AND left(p.proname, 14) <> 'cairnq_django_' ORDER BY p.proname"
         ),
     }
 

@@ -27,8 +27,12 @@ TABLES = (
     "cairnq_django_fleet_start",
 )
 
-# PostgreSQL's SQLSTATE for a relation that does not exist.
+# The app's functions (migration 0005): missing when its migrations have not all run.
+FUNCTIONS = ("cairnq_django_claim_limited",)
+
+# PostgreSQL's SQLSTATEs for a relation and a function that do not exist.
 _UNDEFINED_TABLE = "42P01"
+_UNDEFINED_FUNCTION = "42883"
 
 
 def is_missing_table(exc: BaseException) -> bool:
@@ -36,10 +40,13 @@ def is_missing_table(exc: BaseException) -> bool:
     if not isinstance(exc, DatabaseError):
         return False
     text = str(exc)
+    sqlstate = getattr(exc.__cause__, "sqlstate", None)
+    if sqlstate == _UNDEFINED_FUNCTION and any(function in text for function in FUNCTIONS):
+        return True
     if not any(table in text for table in TABLES):
         return False
     # Django chains the driver's error: psycopg carries the SQLSTATE.
-    if getattr(exc.__cause__, "sqlstate", None) == _UNDEFINED_TABLE:
+    if sqlstate == _UNDEFINED_TABLE:
         return True
     return "no such table" in text.lower()
 

@@ -12,12 +12,13 @@ import time
 from typing import Any
 
 import pytest
-from django.db import connections, transaction
+from django.db import DatabaseError, connections, transaction
 
 import cairnq_django as cairnq
 from cairnq_django.models import FleetStart
 from cairnq_django.protocol.limits import FleetLimits, Rate, parse_rate
 from cairnq_django.store.base import ClaimRequest
+from cairnq_django.store.missing_schema import is_missing_table
 from cairnq_django.tasks.registry import TaskDefinitionError, get_task, task, unregister
 from cairnq_django.worker.budgets import fleet_limits
 
@@ -278,3 +279,23 @@ def test_pruning_keeps_what_can_still_count(store: Any) -> None:
     # With a zero window the rate scope's finished starts go too; running ones stay.
     assert store.prune_fleet_starts({"task:t.pruned": 0, "task:t.capped": 0}, 0) == 0
     assert FleetStart.objects.count() == 3
+
+
+def test_a_missing_claim_function_reads_as_a_missing_schema(store: Any) -> None:
+    # A PostgreSQL database migrated only to 0004 has the tables but not the claim
+    # functions; the worker refuses to start on it, and the error reads as what it is.
+    if store.dialect != "postgres":
+        pytest.skip("the claim functions are PostgreSQL's; SQLite claims with plain statements")
+    from importlib import import_module
+
+    functions = import_module("cairnq_django.migrations.0005_limited_claim_functions")
+    connection = connections[store.alias]
+    submit("t.unmigrated", 1)
+    functions.drop_functions(None, connection.schema_editor())
+    try:
+        with pytest.raises(DatabaseError, match="cairnq_django_claim_limited") as raised:
+            claim(store, FleetLimits(name="t.unmigrated", concurrency=1), 1)
+        assert is_missing_table(raised.value)
+    finally:
+        functions.create_functions(None, connection.schema_editor())
+    assert len(claim(store, FleetLimits(name="t.unmigrated", concurrency=1), 1)) == 1

@@ -19,7 +19,6 @@ import pytest
 from django.db import connection
 
 from cairnq_django.store.sqlite.large_rows import step_sql
-from cairnq_django.store.postgres.store import limited_claim_message
 from cairnq_django.store.sql_files import DIALECTS, load, statement, statement_names
 from cairnq_django.store.sqlite.store import _LARGE_ROW_STEPS
 
@@ -37,7 +36,7 @@ RUNNING_ROWS = 300
 # advisory locks on PostgreSQL (SQLite's claims are serialized already), and
 # PostgreSQL logs its starts inside the claim statement.
 SQLITE_ONLY = {"admin_payload_rowids", "record_starts"}
-POSTGRES_ONLY = {"copy_tasks", "table_estimate", "reuse_claim_plans", "lock_scopes"}
+POSTGRES_ONLY = {"copy_tasks", "table_estimate", "reuse_claim_plans"}
 
 
 def test_both_dialects_ship_the_same_statements() -> None:
@@ -392,17 +391,9 @@ def test_statements_are_sent_without_their_comments(dialect: str, folder: str) -
         title, *code = text.splitlines()
         assert sent.splitlines() == [title, *(line for line in code if line.strip() and not line.lstrip().startswith("--"))]
         assert "\n--" not in sent and "\n\n" not in sent, f"{dialect}/{name}.sql is sent with its comments"
-        # The limited claims are sent unindented, with their lock (see below); SQLite's
-        # keyed claim is over the size, but only psycopg keeps that cache.
-        if name not in {"claim_limited", "claim_limited_keyed"}:
+        # SQLite's limited claims are over the size, but only psycopg keeps that cache.
+        if dialect == "postgres" or name not in {"claim_limited", "claim_limited_keyed"}:
             assert len(sent) < 4096, f"{dialect}/{name}.sql is over psycopg's 4 KiB parse cache"
-
-
-def test_the_fleet_limited_claim_message_fits_the_parse_cache() -> None:
-    # Sent as one text of two statements: the pair must fit where one would.
-    assert len(limited_claim_message(keyed=False).encode()) <= 4096
-    # The keyed claim reads on past a long run of one key; it may pass the cache's size.
-    assert len(limited_claim_message(keyed=True).encode()) < 6000
 
 
 def test_probe_and_recovery_find_leaseless_running_rows_by_index(big_table: str) -> None:

@@ -92,33 +92,6 @@ def _prepared_cursor_class() -> type | None:
     return PreparedCursor
 
 
-def limited_claim_message(keyed: bool) -> str:
-    """The text of a fleet-limited claim: the scopes' locks, then the claim, in one message.
-
-    Unindented: psycopg caches its parse of a text only up to 4 KiB, and the
-    pair fits only that way (it has no string literal spanning lines).
-    """
-    claim = "claim_limited_keyed" if keyed else "claim_limited"
-    text = statement("postgres", "lock_scopes").rstrip() + ";\n" + statement("postgres", claim)
-    return "\n".join(line.strip() for line in text.splitlines()) + "\n"
-
-
-def _binds_on_client(cursor: Any) -> bool:
-    """True if a Django cursor interpolates parameters itself (Django's default), so it may send two statements."""
-    from psycopg import ClientCursor  # psycopg 3 only: the caller checked is_psycopg3
-
-    return isinstance(cursor.cursor, ClientCursor)
-
-
-def _client_cursor(connection: Any) -> Any:
-    """A client-binding cursor on ``connection`` (under OPTIONS server_side_binding=True)."""
-    from psycopg import ClientCursor  # psycopg 3 only: the caller checked is_psycopg3
-
-    connection.ensure_connection()
-    with connection.wrap_database_errors:
-        return connection._prepare_cursor(ClientCursor(connection.connection))
-
-
 class PostgresStore(SQLStore):
     """Every protocol operation on a Django PostgreSQL connection."""
 
@@ -174,20 +147,10 @@ class PostgresStore(SQLStore):
         raw._cairnq_reuses_plans = True
 
     def _limited_rows(self, params: dict[str, Any], fleet: FleetLimits) -> list[dict[str, Any]]:
-        # The locks and the claim go in one message: one round trip, and the
-        # server runs them as one transaction, each statement with a fresh
-        # snapshot, so the claim counts what the lock holder before it committed.
-        sql = limited_claim_message(fleet.keyed)
-        connection = connections[self.alias]
-        with connection.cursor() as cursor:
-            if is_psycopg3 and not _binds_on_client(cursor):
-                cursor = _client_cursor(connection)
-            cursor.execute(sql, params)
-            # psycopg 3 keeps the first statement's result current; psycopg2 the last.
-            if cursor.description is not None and cursor.description[0][0] == "pg_advisory_xact_lock":
-                cursor.nextset()
-            columns = [col[0] for col in cursor.description]
-            return [dict(zip(columns, row)) for row in cursor.fetchall()]
+        # One call of the claim function the migrations create: it takes the
+        # scopes' locks, then counts and claims with a fresh snapshot, so the
+        # count includes what the lock holder before it committed.
+        return self._rows("claim_limited_keyed" if fleet.keyed else "claim_limited", params)
 
     def _claim_commit(self, relaxed: bool) -> dict[str, Any]:
         # None keeps the session's own setting (set_config with its current value).

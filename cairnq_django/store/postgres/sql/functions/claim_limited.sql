@@ -1,0 +1,131 @@
+-- Fleet-limited claim, as a function (docs/limits.md): the scopes' locks, then the count and the claim.
+-- Created by the app's migrations. PL/pgSQL keeps the claim's plan for the session, where the statement sent
+-- on its own was planned on every call; and the function is VOLATILE, so the claim after the locks reads
+-- with a fresh snapshot and counts what the lock holder before it committed.
+-- params: the claim's own (p_*), p_synchronous_commit ('off' = ASYNC_CLAIM_COMMIT, null = the session's)
+CREATE OR REPLACE FUNCTION cairnq_django_claim_limited(
+    p_batch int,
+    p_burst_count int,
+    p_burst_ms bigint,
+    p_concurrency int,
+    p_fresh_room int,
+    p_lease_ms bigint,
+    p_limit int,
+    p_name text,
+    p_name_scope text,
+    p_queues text[],
+    p_rate_count int,
+    p_rate_ms bigint,
+    p_resource_capacity int,
+    p_resource_scope text,
+    p_scan int,
+    p_scopes text[],
+    p_worker_id text,
+    p_synchronous_commit text
+) RETURNS TABLE (
+    id text, name text, queue text, status text, payload jsonb, payload_bytes integer, result jsonb, error jsonb,
+    metadata jsonb, progress double precision, message text, attempt integer, max_attempts integer, priority integer,
+    worker_id text, lease_until_ms bigint, run_at_ms bigint, cancel_requested_at_ms bigint, parent_id text, root_id text,
+    correlation_id text, created_at_ms bigint, updated_at_ms bigint, completed_at_ms bigint
+) LANGUAGE plpgsql VOLATILE AS $claim$
+#variable_conflict use_column
+BEGIN
+    -- Claims of the same scopes queue here, in one order.
+    PERFORM pg_advisory_xact_lock(1667330417, hashtext(scope)) FROM unnest(p_scopes) AS scope ORDER BY scope;
+    PERFORM set_config('synchronous_commit', COALESCE(p_synchronous_commit, current_setting('synchronous_commit')), true);
+    RETURN QUERY
+    WITH clock AS (
+        SELECT (extract(epoch from clock_timestamp()) * 1000)::bigint AS now_ms
+    ),
+    -- Every task running under an unexpired lease, from cairnq_tasks_lease_idx: as many as the fleet runs,
+    -- where the start log also holds every start since its last prune.
+    running AS MATERIALIZED (
+        SELECT t.id, t.attempt, t.worker_id
+        FROM cairnq_tasks t
+        WHERE t.status = 'running' AND t.lease_until_ms IS NOT NULL AND t.lease_until_ms > (TABLE clock)
+    ),
+    -- A call is live while its first task still runs under the logged attempt and worker.
+    -- OFFSET 0 keeps the lookup per running task (by cairnq_django_start_task_idx): never a scan of the log.
+    live AS (
+        SELECT s.scope, s.limit_key, count(*) AS calls
+        FROM running r
+        CROSS JOIN LATERAL (
+            SELECT s.scope, s.limit_key
+            FROM cairnq_django_fleet_start s
+            WHERE s.task_id = r.id AND s.attempt = r.attempt AND s.worker_id = r.worker_id
+              AND s.scope = ANY(p_scopes)
+            OFFSET 0
+        ) s
+        GROUP BY s.scope, s.limit_key
+    ),
+    -- How many more calls may start now: live calls and starts in the rate windows (none counted: fresh_room).
+    room AS (
+        SELECT least(p_concurrency - sum(calls), p_rate_count - sum(recent), p_burst_count - sum(burst)) AS room
+        FROM (
+            SELECT limit_key, calls, 0 AS recent, 0 AS burst FROM live WHERE scope = p_name_scope
+            UNION ALL
+            SELECT limit_key, 0, 1, (started_at_ms > (TABLE clock) - p_burst_ms)::int
+            FROM cairnq_django_fleet_start
+            WHERE p_rate_count IS NOT NULL AND scope = p_name_scope AND started_at_ms > (TABLE clock) - p_rate_ms
+        ) counted
+    ),
+    -- Rows this draw may lease in all: the worker's limit, the global resource's room, the name's room.
+    budget AS (
+        SELECT greatest(0, least(
+            p_limit,
+            p_batch * (p_resource_capacity
+                              - coalesce((SELECT sum(calls) FROM live WHERE scope = p_resource_scope), 0)),
+            p_batch * coalesce((SELECT room FROM room), p_fresh_room)
+        )) AS rows
+    ),
+    -- Each queue's head in cairnq_tasks_claim_name_idx order.
+    candidate AS (
+        SELECT head.id, head.priority, head.run_at_ms
+        FROM unnest(p_queues) wanted(queue)
+        CROSS JOIN LATERAL (
+            SELECT t.id, t.priority, t.run_at_ms
+            FROM cairnq_tasks t
+            WHERE t.queue = wanted.queue
+              AND t.status = 'queued'
+              AND t.name = p_name
+              AND t.run_at_ms <= (TABLE clock)
+              AND wanted.queue <> ALL(ARRAY(SELECT queue FROM cairnq_django_queue_pause))
+            ORDER BY t.priority DESC, t.run_at_ms, t.id
+            LIMIT p_scan
+        ) head
+        ORDER BY head.priority DESC, head.run_at_ms, head.id
+        LIMIT p_scan
+    ),
+    admitted AS (
+        SELECT id FROM candidate ORDER BY priority DESC, run_at_ms, id LIMIT (SELECT rows FROM budget)
+    ),
+    -- A row locked elsewhere is skipped, never waited for: the draw only takes less than it was allowed.
+    picked AS MATERIALIZED (
+        SELECT ctid FROM cairnq_tasks
+        WHERE id IN (SELECT id FROM admitted) AND status = 'queued'
+        FOR UPDATE SKIP LOCKED
+    ),
+    claimed AS (
+        UPDATE cairnq_tasks
+        SET status = 'running', worker_id = p_worker_id, lease_until_ms = (TABLE clock) + p_lease_ms,
+            attempt = attempt + 1, updated_at_ms = (TABLE clock)
+        WHERE ctid = ANY(ARRAY(SELECT ctid FROM picked))
+        RETURNING id, name, queue, status,
+            CASE WHEN pg_column_size(payload) <= CASE WHEN pg_column_compression(payload) IS NULL THEN 262144 ELSE 8192 END
+                 THEN payload END AS payload,
+            CASE WHEN pg_column_size(payload) > CASE WHEN pg_column_compression(payload) IS NULL THEN 262144 ELSE 8192 END
+                 THEN octet_length(payload::text) END AS payload_bytes,
+            result, error, metadata, progress, message, attempt, max_attempts, priority, worker_id, lease_until_ms,
+            run_at_ms, cancel_requested_at_ms, parent_id, root_id, correlation_id, created_at_ms, updated_at_ms, completed_at_ms
+    ),
+    -- A call is batch rows in claim order (the worker cuts them the same way); its first row stands for it.
+    started AS (
+        INSERT INTO cairnq_django_fleet_start (scope, limit_key, task_id, attempt, worker_id, started_at_ms)
+        SELECT scope, '', h.id, h.attempt, p_worker_id, (TABLE clock)
+        FROM (SELECT id, attempt, row_number() OVER (ORDER BY priority DESC, run_at_ms, id) AS nth FROM claimed) h
+        CROSS JOIN unnest(p_scopes) AS scope
+        WHERE (h.nth - 1) % p_batch = 0
+    )
+    SELECT * FROM claimed ORDER BY priority DESC, run_at_ms, id;
+END
+$claim$
