@@ -35,7 +35,7 @@ RUNNING_ROWS = 300
 # keeps a row estimate for the admin's count. A fleet-limited claim takes
 # advisory locks on PostgreSQL (SQLite's claims are serialized already), and
 # PostgreSQL logs its starts inside the claim statement.
-SQLITE_ONLY = {"admin_payload_rowids", "record_starts"}
+SQLITE_ONLY = {"admin_payload_rowids", "record_starts", "claim_picked"}
 POSTGRES_ONLY = {"copy_tasks", "table_estimate", "reuse_claim_plans"}
 
 

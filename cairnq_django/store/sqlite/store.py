@@ -120,8 +120,13 @@ class SQLiteStore(SQLStore):
             if not picked:
                 return []
             steps = {**params, "picked": json.dumps([row["id"] for row in picked])}
-            self._step_rows("claim_write", steps)
-            rows = self._step_rows("tasks_read", steps)
+            if _large_rows():
+                self._step_rows("claim_write", steps)
+                rows = self._step_rows("tasks_read", steps)
+            else:
+                order = {row["id"]: index for index, row in enumerate(picked)}
+                leased = self._fetch("claim_picked", statement(self.dialect, "claim_picked"), steps)
+                rows = sorted(leased, key=lambda row: order[row["id"]])
             keys = {row["id"]: row["limit_key"] for row in picked}
             # A call is ``batch`` rows in claim order; its first row stands for it.
             starts = [

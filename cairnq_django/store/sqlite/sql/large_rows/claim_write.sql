@@ -8,4 +8,5 @@ SET status = 'running',
     attempt = attempt + 1,
     updated_at_ms = %(now)s
 WHERE id IN (SELECT value FROM json_each(%(picked)s))
-  AND status = 'queued'
+  -- Unary +: the status test must not pick the index. By status SQLite walks every queued row; by id, one per pick.
+  AND +status = 'queued'
