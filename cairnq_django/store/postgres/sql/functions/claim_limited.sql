@@ -27,7 +27,11 @@ CREATE OR REPLACE FUNCTION cairnq_django_claim_limited(
     metadata jsonb, progress double precision, message text, attempt integer, max_attempts integer, priority integer,
     worker_id text, lease_until_ms bigint, run_at_ms bigint, cancel_requested_at_ms bigint, parent_id text, root_id text,
     correlation_id text, created_at_ms bigint, updated_at_ms bigint, completed_at_ms bigint
-) LANGUAGE plpgsql VOLATILE AS $claim$
+) LANGUAGE plpgsql VOLATILE
+-- Index scans only: the plan is kept for the session, and one made while the start log looked empty
+-- would read the whole log once per running task as it grows.
+SET enable_seqscan = off
+AS $claim$
 #variable_conflict use_column
 BEGIN
     -- Claims of the same scopes queue here, in one order.
