@@ -28,6 +28,7 @@ import sqlite3
 import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
+from functools import lru_cache
 from typing import Any, TypeVar
 
 from django.db import OperationalError, connections, transaction
@@ -91,6 +92,29 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
+@lru_cache(maxsize=None)
+def leasing_claim(pick: str) -> str:
+    """A fleet-limited pick (``claim_limited``, ``claim_limited_keyed``) as one statement that leases what it picks.
+
+    The pick's CTEs stay as they are, its final SELECT becomes one more CTE,
+    and claim_picked.sql's UPDATE ... RETURNING leases those ids: one
+    statement instead of a pick and a write. Rows come back in no set order.
+    """
+    lines = statement("sqlite", pick).splitlines()
+    final = max(i for i, line in enumerate(lines) if line.startswith("SELECT "))
+    title, ctes, selection = lines[0], lines[1:final], lines[final:]
+    ctes[-1] = ctes[-1] + ","  # the last CTE's closing parenthesis
+    update = statement("sqlite", "claim_picked").splitlines()[1:]
+    target = "WHERE id IN (SELECT value FROM json_each(%(picked)s))"
+    if target not in update:
+        raise ValueError("claim_picked.sql must lease the ids in %(picked)s")
+    update[update.index(target)] = "WHERE id IN (SELECT id FROM picked)"
+    if pick == "claim_limited_keyed":
+        # The key each start is logged under, read as the pick read it.
+        update[-1] += ",\n    coalesce(json_extract(metadata, '$.cairnq_django.limit_key'), '') AS limit_key"
+    return "\n".join([title, *ctes, "picked AS (", *selection, ")", *update]) + "\n"
+
+
 class SQLiteStore(SQLStore):
     """Every protocol operation on a Django SQLite connection."""
 
@@ -111,23 +135,26 @@ class SQLiteStore(SQLStore):
 
     def _limited_rows(self, params: dict[str, Any], fleet: FleetLimits) -> list[dict[str, Any]]:
         params = {**params, **self._clock()}  # one "now" for every step
+        claim = "claim_limited_keyed" if fleet.keyed else "claim_limited"
         # savepoint=False: inside a claim session this joins its transaction.
         with transaction.atomic(using=self.alias, savepoint=False):
             # The write lock first: the counts below then hold until commit.
             self._rows("lock_key", {"key": None})
-            claim = "claim_limited_keyed" if fleet.keyed else "claim_limited"
-            picked = self._fetch(claim, statement(self.dialect, claim), params)
-            if not picked:
-                return []
-            steps = {**params, "picked": json.dumps([row["id"] for row in picked])}
             if _large_rows():
+                picked = self._fetch(claim, statement(self.dialect, claim), params)
+                if not picked:
+                    return []
+                steps = {**params, "picked": json.dumps([row["id"] for row in picked])}
                 self._step_rows("claim_write", steps)
                 rows = self._step_rows("tasks_read", steps)
+                keys = {row["id"]: row["limit_key"] for row in picked}
             else:
-                order = {row["id"]: index for index, row in enumerate(picked)}
-                leased = self._fetch("claim_picked", statement(self.dialect, "claim_picked"), steps)
-                rows = sorted(leased, key=lambda row: order[row["id"]])
-            keys = {row["id"]: row["limit_key"] for row in picked}
+                # Its own name: _fetch caches the columns each statement name answers with.
+                leased = self._fetch(f"{claim}_leasing", leasing_claim(claim), params)
+                if not leased:
+                    return []
+                rows = sorted(leased, key=lambda row: (-row["priority"], row["run_at_ms"], row["id"]))
+                keys = {row["id"]: row.pop("limit_key", "") for row in rows}
             # A call is ``batch`` rows in claim order; its first row stands for it.
             starts = [
                 {
