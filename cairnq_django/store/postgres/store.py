@@ -9,6 +9,10 @@ and prepared on first use (``CAIRNQ["PREPARED_STATEMENTS"]``): Django's
 default cursor inlines parameters on the client, so the server would parse
 and plan every claim and settlement again, and the worker would spend
 Python time quoting values.
+
+Behind a transaction pooler (``CAIRNQ["TRANSACTION_POOLING"]``) nothing here
+relies on the server session: no preparation by default, no session ``SET``,
+and the worker's timeouts travel with each statement (transaction_timeouts.py).
 """
 
 from __future__ import annotations
@@ -27,12 +31,13 @@ try:  # Django defines it only under psycopg 3: psycopg2 cursors cannot bind on 
 except ImportError:
     ServerBindingCursor = None  # type: ignore[assignment,misc]
 
-from ...conf import get_config
+from ...conf import get_config, prepared_statements
 from ...models import Task
 from ..base import SubmitSpec
 from ...protocol.limits import FleetLimits
 from ...protocol.ids import task_ids as new_task_ids
 from ..sql_store import SQLStore, collector_paused
+from . import transaction_timeouts
 from .copy_text import text
 from ..sql_files import statement
 
@@ -119,6 +124,15 @@ def _client_cursor(connection: Any) -> Any:
         return connection._prepare_cursor(ClientCursor(connection.connection))
 
 
+def _client_binding_cursor(connection: Any) -> Any:
+    """Django's cursor on ``connection``, or a client-binding one where OPTIONS bind on the server."""
+    cursor = connection.cursor()
+    if is_psycopg3 and not _binds_on_client(cursor):
+        cursor.close()
+        return _client_cursor(connection)
+    return cursor
+
+
 class PostgresStore(SQLStore):
     """Every protocol operation on a Django PostgreSQL connection."""
 
@@ -126,13 +140,18 @@ class PostgresStore(SQLStore):
 
     def _cursor(self, statement: str = "") -> Any:
         connection = connections[self.alias]
+        head = transaction_timeouts.prefix(connection)
+        if head:
+            # The timeouts and the statement go as one message, which only
+            # a client-binding cursor sends (and nothing prepares).
+            return transaction_timeouts.BoundedCursor(_client_binding_cursor(connection), head)
         cursor_class = _prepared_cursor_class()
         # While Django logs queries (DEBUG, assertNumQueries) the default
         # cursor runs them, so the log shows each statement with its values.
         if (
             cursor_class is None
             or connection.queries_logged
-            or not get_config()["PREPARED_STATEMENTS"]
+            or not prepared_statements(get_config())
             or statement in _PLANNED_PER_CALL
         ):
             return connection.cursor()
@@ -159,6 +178,11 @@ class PostgresStore(SQLStore):
         return {}
 
     def _reuse_claim_plans(self) -> None:
+        config = get_config()
+        if config["TRANSACTION_POOLING"] or not prepared_statements(config):
+            # Only prepared statements keep plans, and a session SET would
+            # stay on whichever server connection the pooler lent.
+            return
         connection = connections[self.alias]
         # Runs before every claim: the usual answer is one attribute read.
         raw = connection.connection
@@ -177,12 +201,15 @@ class PostgresStore(SQLStore):
         # The locks and the claim go in one message: one round trip, and the
         # server runs them as one transaction, each statement with a fresh
         # snapshot, so the claim counts what the lock holder before it committed.
-        sql = limited_claim_message(fleet.keyed)
         connection = connections[self.alias]
+        head = transaction_timeouts.prefix(connection)
+        sql = head + limited_claim_message(fleet.keyed)
         with connection.cursor() as cursor:
             if is_psycopg3 and not _binds_on_client(cursor):
                 cursor = _client_cursor(connection)
             cursor.execute(sql, params)
+            if head:
+                transaction_timeouts.skip_prefix(cursor)
             # psycopg 3 keeps the first statement's result current; psycopg2 the last.
             if cursor.description is not None and cursor.description[0][0] == "pg_advisory_xact_lock":
                 cursor.nextset()
