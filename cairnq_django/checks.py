@@ -82,7 +82,7 @@ def _check_pooling(config: Mapping[str, Any]) -> list[checks.CheckMessage]:
         ("PREPARED_STATEMENTS", conf.prepared_statements_problem(config.get("PREPARED_STATEMENTS"))),
         ("LISTEN_DATABASE", conf.listen_database_problem(config.get("LISTEN_DATABASE"), databases, _vendor_of)),
     ]
-    errors = [
+    errors: list[checks.CheckMessage] = [
         checks.Error(
             f'CAIRNQ["{key}"] {problem}.',
             hint="See docs/deployment.md#connection-poolers.",

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import environ
 
@@ -88,7 +89,7 @@ else:
     if os.environ.get("CAIRNQ_TEST_DBNAME"):
         _db["TEST"] = {"NAME": os.environ["CAIRNQ_TEST_DBNAME"]}
 
-CAIRNQ = {
+CAIRNQ: dict[str, Any] = {
     "RESOURCES": {"gpu": 1},
     "GLOBAL_RESOURCES": {"openai": 2},
     # The suite submits raw names that only a test's own worker, a peer SDK's
