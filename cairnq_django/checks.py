@@ -4,7 +4,7 @@ Each misconfiguration has a stable id and a hint. The checks read settings
 only; they never open a database connection, so they are safe
 in ``manage.py check`` on a machine without the database.
 
-Ids used here: cairnq.E001-E004, W005, E006-E009, W010, E011-E016. The rules
+Ids used here: cairnq.E001-E004, W005, E006-E009, W010, E011-E017, I018. The rules
 themselves live in ``conf`` (and ``protocol.bounds``), shared with the worker
 command and the worker; this module gives each fault its id and hint.
 """
@@ -70,7 +70,57 @@ def check_configuration(app_configs: Any = None, **kwargs: Any) -> list[checks.C
     messages += _check_schedule()
     messages += _check_retention(config)
     messages += _check_unknown_tasks(config)
+    messages += _check_pooling(config)
     return messages
+
+
+def _check_pooling(config: Mapping[str, Any]) -> list[checks.CheckMessage]:
+    """``cairnq.E017`` for a malformed pooling setting; ``cairnq.I018``: what applies under pooling."""
+    databases = getattr(settings, "DATABASES", {}) or {}
+    problems = [
+        ("TRANSACTION_POOLING", conf.flag_problem(config.get("TRANSACTION_POOLING"))),
+        ("PREPARED_STATEMENTS", conf.prepared_statements_problem(config.get("PREPARED_STATEMENTS"))),
+        ("LISTEN_DATABASE", conf.listen_database_problem(config.get("LISTEN_DATABASE"), databases, _vendor_of)),
+    ]
+    errors: list[checks.CheckMessage] = [
+        checks.Error(
+            f'CAIRNQ["{key}"] {problem}.',
+            hint="See docs/deployment.md#connection-poolers.",
+            id="cairnq.E017",
+        )
+        for key, problem in problems
+        if problem is not None
+    ]
+    alias = config.get("DATABASE")
+    queue_db = databases.get(alias) if isinstance(alias, str) else None
+    if errors or config["TRANSACTION_POOLING"] is not True or queue_db is None:
+        return errors
+    if _vendor_of(str(queue_db.get("ENGINE") or "")) != "postgresql":
+        return []
+    listen = conf.listen_alias(config)
+    wakeups = (
+        f'workers LISTEN for new tasks over the direct connection {listen!r} (LISTEN_DATABASE)'
+        if listen is not None
+        else f'workers poll for new tasks every {config["POLL_INTERVAL_MS"]} ms (no LISTEN_DATABASE)'
+    )
+    prepared = (
+        "client calls prepare their statements as set (the pooler must keep them: PgBouncer 1.21+ "
+        "with max_prepared_statements), the worker's own never"
+        if conf.prepared_statements(config)
+        else "prepared statements are off"
+    )
+    return [
+        checks.Info(
+            f'CAIRNQ["TRANSACTION_POOLING"] is on: {wakeups}; {prepared}; '
+            "the worker's statement and lock timeouts are set in each transaction.",
+            hint=(
+                'Set CAIRNQ["LISTEN_DATABASE"] to an alias with a direct connection for prompt pickup.'
+                if listen is None
+                else "docs/deployment.md#connection-poolers says what changes behind a pooler."
+            ),
+            id="cairnq.I018",
+        )
+    ]
 
 
 def _check_unknown_tasks(config: Mapping[str, Any]) -> list[checks.CheckMessage]:

@@ -55,9 +55,18 @@ DEFAULTS: dict[str, Any] = {
     "ASYNC_CLAIM_COMMIT": True,
     # PostgreSQL with psycopg 3: cairnq's own statements bind their parameters
     # on the server and are prepared once per connection (Django's ORM queries
-    # are untouched). Turn off behind a pooler that cannot keep prepared
-    # statements (PgBouncer before 1.21, or without max_prepared_statements).
-    "PREPARED_STATEMENTS": True,
+    # are untouched). None means on, except under TRANSACTION_POOLING: a
+    # pooler that hands each transaction another server connection cannot
+    # keep them (PgBouncer before 1.21, or without max_prepared_statements).
+    "PREPARED_STATEMENTS": None,
+    # PostgreSQL behind a pooler in transaction mode (PgBouncer's
+    # pool_mode = transaction): nothing cairnq sends relies on its session
+    # (docs/deployment.md#connection-poolers).
+    "TRANSACTION_POOLING": False,
+    # A DATABASES alias with a direct (unpooled) connection to the queue
+    # database for the worker's LISTEN; None means the queue alias itself,
+    # or polling under TRANSACTION_POOLING.
+    "LISTEN_DATABASE": None,
     # How long SQLite writers wait out "database is locked" before raising.
     "SQLITE_BUSY_TIMEOUT_MS": 5_000,
     # Retention swept by running workers: None, an int cutoff, or {status: cutoff_ms}.
@@ -144,7 +153,51 @@ def drain_timeout_problem(value: Any) -> str | None:
 
 def async_claim_commit_problem(value: Any) -> str | None:
     """``ASYNC_CLAIM_COMMIT``: True or False."""
+    return flag_problem(value)
+
+
+def flag_problem(value: Any) -> str | None:
+    """A True/False setting (``TRANSACTION_POOLING``)."""
     return None if isinstance(value, bool) else f"must be True or False, got {value!r}"
+
+
+def prepared_statements_problem(value: Any) -> str | None:
+    """``PREPARED_STATEMENTS``: True, False, or None (on unless TRANSACTION_POOLING)."""
+    return None if value is None or isinstance(value, bool) else f"must be True, False or None, got {value!r}"
+
+
+def listen_database_problem(value: Any, databases: Mapping[str, Any], vendor_of: Any) -> str | None:
+    """``LISTEN_DATABASE``: None or a PostgreSQL alias of ``databases`` (``vendor_of(ENGINE)`` names its vendor)."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or value not in databases:
+        known = ", ".join(sorted(databases)) or "none"
+        return f"names {value!r}, which is not an alias of settings.DATABASES (aliases: {known})"
+    engine = str(databases[value].get("ENGINE") or "")
+    if vendor_of(engine) != "postgresql":
+        return f"names {value!r}, which is not a PostgreSQL database ({engine or 'no ENGINE'})"
+    return None
+
+
+def prepared_statements(config: Mapping[str, Any]) -> bool:
+    """Whether the store prepares its PostgreSQL statements: the setting, or None = not under pooling."""
+    explicit = config.get("PREPARED_STATEMENTS")
+    if explicit is None:
+        return not config.get("TRANSACTION_POOLING")
+    return bool(explicit)
+
+
+def listen_alias(config: Mapping[str, Any]) -> str | None:
+    """The alias a PostgreSQL worker LISTENs over, or None when it polls instead.
+
+    LISTEN holds a session, which a transaction pooler does not keep: under
+    TRANSACTION_POOLING only a LISTEN_DATABASE (a direct connection) serves.
+    """
+    if config.get("LISTEN_DATABASE"):
+        return str(config["LISTEN_DATABASE"])
+    if config.get("TRANSACTION_POOLING"):
+        return None
+    return str(config["DATABASE"])
 
 
 def queues_problem(queues: Any) -> str | None:

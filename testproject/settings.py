@@ -3,6 +3,11 @@
 The database comes from ``DATABASE_URL`` (django-environ); without it the
 project uses a SQLite file next to this module. ``CAIRNQ_TEST_OVERRIDES`` (a
 JSON object) overlays ``CAIRNQ`` so fault tests can shorten timings.
+
+``CAIRNQ_TEST_POOLER=transaction`` says ``DATABASE_URL`` goes through a
+PgBouncer in transaction mode (scripts/ensure-pgbouncer): cairnq is told so,
+and the alias "direct" reaches the same database on port
+``CAIRNQ_DIRECT_PORT`` (5432) for LISTEN and for tests that need a session.
 """
 
 from __future__ import annotations
@@ -10,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import environ
 
@@ -83,13 +89,18 @@ else:
     if os.environ.get("CAIRNQ_TEST_DBNAME"):
         _db["TEST"] = {"NAME": os.environ["CAIRNQ_TEST_DBNAME"]}
 
-CAIRNQ = {
+CAIRNQ: dict[str, Any] = {
     "RESOURCES": {"gpu": 1},
     "GLOBAL_RESOURCES": {"openai": 2},
     # The suite submits raw names that only a test's own worker, a peer SDK's
     # process or nobody serves; tests/test_first_run.py pins the default ("raise").
     "UNKNOWN_TASKS": "allow",
 }
+
+if os.environ.get("CAIRNQ_TEST_POOLER") == "transaction" and _db["ENGINE"] != "django.db.backends.sqlite3":
+    # The test database is the same (its NAME follows "default": tests/conftest.py).
+    DATABASES["direct"] = {**_db, "PORT": int(os.environ.get("CAIRNQ_DIRECT_PORT", "5432"))}
+    CAIRNQ.update({"TRANSACTION_POOLING": True, "LISTEN_DATABASE": "direct"})
 
 # Django's own @task (django.tasks, or the django-tasks backport on 5.2) runs
 # on cairnq; an empty QUEUES list lets a task name any queue.

@@ -33,6 +33,17 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         raise pytest.UsageError(f"CAIRNQ_REQUIRE_DIALECT={wanted} but DATABASE_URL gives {engine}")
 
 
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_setup: Any) -> Any:
+    """pytest-django's setup; then the alias "direct" (the pooled run's unpooled
+    connection, testproject/settings.py) names the test database too."""
+    from django.conf import settings
+
+    if "direct" in settings.DATABASES:
+        settings.DATABASES["direct"]["NAME"] = settings.DATABASES["default"]["NAME"]
+    return django_db_setup
+
+
 def clear_queue(alias: str = "default") -> None:
     """Delete every task and key row (the migrated meta and ledger rows stay)."""
     with connections[alias].cursor() as cursor:

@@ -16,6 +16,7 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
+from django.conf import settings
 from django.contrib.auth.models import User
 from django.core.exceptions import ImproperlyConfigured
 from django.db import connection, transaction
@@ -450,8 +451,13 @@ def test_call_timeout_leaves_the_task_queued(cairnq_db: Any) -> None:
 
 
 # ------------------------------------------------------------------ backpressure
+def gate_settings(config: dict[str, Any]) -> Any:
+    """The project's CAIRNQ with ``config`` laid over it (a pooled run keeps its pooling settings)."""
+    return override_settings(CAIRNQ={**settings.CAIRNQ, "UNKNOWN_TASKS": "allow", **config})
+
+
 def test_full_queue_raises_queue_full_after_waiting(cairnq_db: Any) -> None:
-    with override_settings(CAIRNQ={"UNKNOWN_TASKS": "allow", "MAX_QUEUE_DEPTH": {"gated": 2}, "MAX_QUEUE_WAIT_MS": 400}):
+    with gate_settings({"MAX_QUEUE_DEPTH": {"gated": 2}, "MAX_QUEUE_WAIT_MS": 400}):
         cq.submit("x", queue="gated")
         cq.submit("x", queue="gated")
         started = time.monotonic()
@@ -467,7 +473,7 @@ def test_full_queue_raises_queue_full_after_waiting(cairnq_db: Any) -> None:
 
 
 def test_validation_runs_before_the_gate(cairnq_db: Any) -> None:
-    with override_settings(CAIRNQ={"UNKNOWN_TASKS": "allow", "MAX_QUEUE_DEPTH": 1, "MAX_QUEUE_WAIT_MS": 5_000}):
+    with gate_settings({"MAX_QUEUE_DEPTH": 1, "MAX_QUEUE_WAIT_MS": 5_000}):
         cq.submit("x")
         started = time.monotonic()
         with pytest.raises(ValueError, match="conflict"):
@@ -478,7 +484,7 @@ def test_validation_runs_before_the_gate(cairnq_db: Any) -> None:
 
 
 def test_gated_submit_proceeds_when_headroom_appears(cairnq_db: Any, store: Any) -> None:
-    with override_settings(CAIRNQ={"UNKNOWN_TASKS": "allow", "MAX_QUEUE_DEPTH": 1, "MAX_QUEUE_WAIT_MS": 10_000}):
+    with gate_settings({"MAX_QUEUE_DEPTH": 1, "MAX_QUEUE_WAIT_MS": 10_000}):
         cq.submit("x", queue="drain")
         worker = Later(0.4, lambda: claim_one(store, "drain"))
         started = time.monotonic()
@@ -489,7 +495,7 @@ def test_gated_submit_proceeds_when_headroom_appears(cairnq_db: Any, store: Any)
 
 
 def test_one_probe_serves_up_to_64_submits(cairnq_db: Any) -> None:
-    with override_settings(CAIRNQ={"UNKNOWN_TASKS": "allow", "MAX_QUEUE_DEPTH": 1000}):
+    with gate_settings({"MAX_QUEUE_DEPTH": 1000}):
         for _ in range(64):
             cq.submit("x", queue="grant")
         assert backpressure.gate.probes("default", "grant") == 1
@@ -498,7 +504,7 @@ def test_one_probe_serves_up_to_64_submits(cairnq_db: Any) -> None:
 
 
 def test_concurrent_submits_share_one_probe(cairnq_db: Any) -> None:
-    with override_settings(CAIRNQ={"UNKNOWN_TASKS": "allow", "MAX_QUEUE_DEPTH": 1000}):
+    with gate_settings({"MAX_QUEUE_DEPTH": 1000}):
         barrier = threading.Barrier(8)
 
         def submit() -> str:
@@ -513,6 +519,6 @@ def test_concurrent_submits_share_one_probe(cairnq_db: Any) -> None:
 
 
 def test_invalid_depth_limit_is_refused_at_submit(cairnq_db: Any) -> None:
-    with override_settings(CAIRNQ={"UNKNOWN_TASKS": "allow", "MAX_QUEUE_DEPTH": 0}), pytest.raises(ImproperlyConfigured):
+    with gate_settings({"MAX_QUEUE_DEPTH": 0}), pytest.raises(ImproperlyConfigured):
         cq.submit("x")
     assert queued_count() == 0

@@ -4,6 +4,11 @@ Each worker thread (claim loop, heartbeat, settler, handler threads) uses its
 own Django connection. On PostgreSQL each is tagged with an
 ``application_name`` (``cairnq_worker:<worker_id>`` and a suffix per role) so
 operators and fault tests can find them in ``pg_stat_activity``.
+
+The worker's own connections also get statement and lock timeouts of one
+lease: for the session when connected directly, or on every statement
+behind a transaction pooler (``CAIRNQ["TRANSACTION_POOLING"]``), whose
+sessions are not the worker's to set.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ import logging
 from django.db import close_old_connections, connections
 
 from ..conf import get_config
+from ..store.postgres.transaction_timeouts import bound_each_transaction
 
 logger = logging.getLogger("cairnq_django.worker")
 
@@ -29,7 +35,10 @@ def tag_thread(alias: str, application_name: str) -> None:
     options = dict(wrapper.settings_dict.get("OPTIONS") or {})
     options["application_name"] = application_name[:63]
     if not application_name.endswith(":h"):
-        options["options"] = _bounded(str(options.get("options") or ""))
+        if get_config()["TRANSACTION_POOLING"]:
+            bound_each_transaction(wrapper, _bound_ms())
+        else:
+            options["options"] = _bounded(str(options.get("options") or ""))
     settings_dict = dict(wrapper.settings_dict)
     settings_dict["OPTIONS"] = options
     wrapper.settings_dict = settings_dict
@@ -44,13 +53,17 @@ def _bounded(libpq_options: str) -> str:
     SIGTERM. A statement that outlives a lease is pointless anyway: its lease
     is gone. Set either in ``DATABASES[...]["OPTIONS"]["options"]`` to override.
     """
-    bound = max(1000, int(get_config()["LEASE_MS"]))
+    bound = _bound_ms()
     extra = [
         f"-c {name}={bound}"
         for name in ("statement_timeout", "lock_timeout")
         if name not in libpq_options
     ]
     return " ".join([libpq_options, *extra]).strip()
+
+
+def _bound_ms() -> int:
+    return max(1000, int(get_config()["LEASE_MS"]))
 
 
 def drop_if_broken(alias: str) -> None:

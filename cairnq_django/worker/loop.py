@@ -18,7 +18,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import Error as DatabaseError
 from django.db import connections
 
-from ..conf import capacity_problem, get_config, undeclared_resources
+from ..conf import capacity_problem, get_config, listen_alias, undeclared_resources
 from .. import signals
 from ..protocol.ids import worker_id as new_worker_id
 from ..models import Task
@@ -183,9 +183,12 @@ class Worker(AttemptOwner):
 
     def _make_waker(self) -> Waker:
         if self.store.dialect == "postgres":
+            listen = listen_alias({**get_config(), "DATABASE": self.store.alias})
+            if listen is None:
+                return Waker(self.should_stop)  # a transaction pooler keeps no LISTEN: poll
             return PgWaker(
                 self.should_stop,
-                self.store.alias,
+                listen,
                 self.options.queues,
                 self.application_name,
             )
@@ -234,7 +237,8 @@ class Worker(AttemptOwner):
             f"  concurrency: {self.budgets.concurrency}, lease: {opts.lease_ms} ms, "
             f"max_run: {opts.max_run_ms or 'unbounded'}"
             + (" ms" if opts.max_run_ms else "")
-            + f", poll: {opts.poll_interval_ms} ms"
+            + f", poll: {opts.poll_interval_ms} ms\n"
+            f"  wake-ups: {self.waker.describe(opts.poll_interval_ms)}"
         )
 
     # ---- AttemptOwner ----------------------------------------------------------------

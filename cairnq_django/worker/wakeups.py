@@ -1,7 +1,9 @@
 """End the claim loop's idle wait early when work may have arrived.
 
 PostgreSQL: one dedicated connection LISTENs on ``cairnq_queued`` and wakes the
-loop only for a payload naming one of the worker's queues. A refused or lost
+loop only for a payload naming one of the worker's queues. It connects through
+``CAIRNQ["LISTEN_DATABASE"]`` when set; under ``TRANSACTION_POOLING`` without
+it there is no session to LISTEN in, and the worker only polls. A refused or lost
 LISTEN connection is retried with backoff; polling stays the fallback
 throughout and never depends on it.
 
@@ -77,6 +79,10 @@ class Waker:
             if self.event.wait(min(left, _SLICE)):
                 return
 
+    def describe(self, poll_ms: int) -> str:
+        """What ends an idle wait early, for the worker's banner."""
+        return f"polling every {poll_ms} ms"
+
     def start(self) -> None:
         """Start any background listener (none by default)."""
 
@@ -107,6 +113,9 @@ class CommitWaker(Waker):
         # (read end, write end); the lock keeps a late wake() off a closed descriptor.
         self._pipe: tuple[int, int] | None = None
         self._pipe_lock = threading.Lock()
+
+    def describe(self, poll_ms: int) -> str:
+        return f"commits to the database file, else polling every {poll_ms} ms"
 
     def _version(self) -> tuple[int, int] | None:
         # Paired with the driver connection's identity: a reopened connection
@@ -235,6 +244,9 @@ class PgWaker(Waker):
             target=self._run, name=f"{application_name}:listen", daemon=True
         )
         self.listening = threading.Event()
+
+    def describe(self, poll_ms: int) -> str:
+        return f"NOTIFY via {self.alias!r}, else polling every {poll_ms} ms"
 
     def start(self) -> None:
         self._thread.start()

@@ -9,6 +9,10 @@ and prepared on first use (``CAIRNQ["PREPARED_STATEMENTS"]``): Django's
 default cursor inlines parameters on the client, so the server would parse
 and plan every claim and settlement again, and the worker would spend
 Python time quoting values.
+
+Behind a transaction pooler (``CAIRNQ["TRANSACTION_POOLING"]``) nothing here
+relies on the server session: no preparation by default, no session ``SET``,
+and the worker's timeouts travel with each statement (transaction_timeouts.py).
 """
 
 from __future__ import annotations
@@ -27,12 +31,13 @@ try:  # Django defines it only under psycopg 3: psycopg2 cursors cannot bind on 
 except ImportError:
     ServerBindingCursor = None  # type: ignore[assignment,misc]
 
-from ...conf import get_config
+from ...conf import get_config, prepared_statements
 from ...models import Task
 from ..base import SubmitSpec
 from ...protocol.limits import FleetLimits
 from ...protocol.ids import task_ids as new_task_ids
 from ..sql_store import SQLStore, collector_paused
+from . import transaction_timeouts
 from .copy_text import text
 from ..sql_files import statement
 
@@ -92,6 +97,31 @@ def _prepared_cursor_class() -> type | None:
     return PreparedCursor
 
 
+def _binds_on_client(cursor: Any) -> bool:
+    """True if a Django cursor interpolates parameters itself (Django's default), so it may send two statements."""
+    from psycopg import ClientCursor  # psycopg 3 only: the caller checked is_psycopg3
+
+    return isinstance(cursor.cursor, ClientCursor)
+
+
+def _client_cursor(connection: Any) -> Any:
+    """A client-binding cursor on ``connection`` (under OPTIONS server_side_binding=True)."""
+    from psycopg import ClientCursor  # psycopg 3 only: the caller checked is_psycopg3
+
+    connection.ensure_connection()
+    with connection.wrap_database_errors:
+        return connection._prepare_cursor(ClientCursor(connection.connection))
+
+
+def _client_binding_cursor(connection: Any) -> Any:
+    """Django's cursor on ``connection``, or a client-binding one where OPTIONS bind on the server."""
+    cursor = connection.cursor()
+    if is_psycopg3 and not _binds_on_client(cursor):
+        cursor.close()
+        return _client_cursor(connection)
+    return cursor
+
+
 class PostgresStore(SQLStore):
     """Every protocol operation on a Django PostgreSQL connection."""
 
@@ -99,13 +129,18 @@ class PostgresStore(SQLStore):
 
     def _cursor(self, statement: str = "") -> Any:
         connection = connections[self.alias]
+        head = transaction_timeouts.prefix(connection)
+        if head:
+            # The timeouts and the statement go as one message, which only
+            # a client-binding cursor sends (and nothing prepares).
+            return transaction_timeouts.BoundedCursor(_client_binding_cursor(connection), head)
         cursor_class = _prepared_cursor_class()
         # While Django logs queries (DEBUG, assertNumQueries) the default
         # cursor runs them, so the log shows each statement with its values.
         if (
             cursor_class is None
             or connection.queries_logged
-            or not get_config()["PREPARED_STATEMENTS"]
+            or not prepared_statements(get_config())
             or statement in _PLANNED_PER_CALL
         ):
             return connection.cursor()
@@ -132,6 +167,11 @@ class PostgresStore(SQLStore):
         return {}
 
     def _reuse_claim_plans(self) -> None:
+        config = get_config()
+        if config["TRANSACTION_POOLING"] or not prepared_statements(config):
+            # Only prepared statements keep plans, and a session SET would
+            # stay on whichever server connection the pooler lent.
+            return
         connection = connections[self.alias]
         # Runs before every claim: the usual answer is one attribute read.
         raw = connection.connection
