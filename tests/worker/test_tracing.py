@@ -86,3 +86,27 @@ def test_a_traced_worker_continues_the_trace(
     assert second["parent_id"] is None and second["context"]["trace_id"] != _hex(producer.trace_id, 32)
     assert [link["context"]["span_id"] for link in second["links"]] == [_hex(producer.span_id, 16)]
     assert second["status"]["status_code"] == "UNSET"
+
+
+def test_a_child_submitted_by_an_async_handler_stays_in_its_trace(
+    cairnq_db: Any, recorded_spans: Spans, start_worker: Any, tmp_path: Path
+) -> None:
+    # ctx.asubmit writes on the worker's database threads: the handler's
+    # context (its consumer span) must travel there with the call.
+    parent = cq.submit("demo.async_parent", {})
+    span_file = tmp_path / "spans.jsonl"
+    worker = start_worker(env={"SPAN_FILE": str(span_file)}, script=TRACED_WORKER)
+    wait_until(lambda: cq.get(parent.id).status == "succeeded", what="the parent to succeed")
+    child_id = cq.get(parent.id).result
+    wait_until(lambda: cq.get(child_id).status == "succeeded", what="the child to succeed")
+    worker.signal(signal.SIGTERM)
+    assert worker.wait() == 0, worker.output()[-3000:]
+    spans = [json.loads(line) for line in span_file.read_text().splitlines()]
+    consumers = _spans_by_task(span_file)
+    (child_producer,) = [span for span in spans if span["kind"] == "SpanKind.PRODUCER"]
+    parent_consumer, child_consumer = consumers[(parent.id, 1)], consumers[(child_id, 1)]
+    trace_id = _hex(recorded_spans.producers()[0].get_span_context().trace_id, 32)
+    assert {s["context"]["trace_id"] for s in (parent_consumer, child_producer, child_consumer)} == {trace_id}
+    assert child_producer["parent_id"] == parent_consumer["context"]["span_id"]
+    assert child_consumer["parent_id"] == child_producer["context"]["span_id"]
+    assert child_producer["attributes"]["messaging.message.id"] == child_id
