@@ -1,11 +1,13 @@
-"""The OpenTelemetry SDK's in-memory exporter behind this process's tracer provider.
+"""The OpenTelemetry SDK's in-memory exporter, as this process's tracer provider for one test.
 
-OpenTelemetry lets a process set its global provider once, so the first test
-that asks installs it and every later one shares it; ``recorded_spans`` clears
-what earlier tests left. Until a test asks, no provider is set and the code
-under test runs untraced, as an application without the SDK would. Without
-the SDK installed, a test using the fixture is skipped; importing this module
-never is (the interop suite imports it).
+``recorded_spans`` makes an SDK provider exporting to memory the global one
+for the test and puts the API's unset state back afterwards, so every other
+test runs untraced (its rows' metadata exactly as submitted), as an
+application without a provider would. The API sets its global once per
+process; the fixture resets it as opentelemetry-test-utils'
+``reset_trace_globals`` does. Without the SDK installed a test using the
+fixture is skipped; importing this module never is (the interop suite
+imports it).
 """
 
 from __future__ import annotations
@@ -17,34 +19,29 @@ import pytest
 
 try:
     from opentelemetry import trace
-    from opentelemetry.sdk import trace as sdk_trace
+    from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    from opentelemetry.util._once import Once
 except ImportError:  # the test extra without opentelemetry: the fixture skips
-    EXPORTER: Any = None
+    HAVE_SDK = False
 else:
-    EXPORTER = InMemorySpanExporter()
+    HAVE_SDK = True
 
 
-def install_provider() -> None:
-    """Make an SDK provider exporting to ``EXPORTER`` this process's global one (or join the one set)."""
-    current = trace.get_tracer_provider()
-    if isinstance(current, sdk_trace.TracerProvider):
-        if not getattr(current, "_cairnq_test_exporter", False):
-            current.add_span_processor(SimpleSpanProcessor(EXPORTER))
-            current._cairnq_test_exporter = True  # type: ignore[attr-defined]
-        return
-    provider = sdk_trace.TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(EXPORTER))
-    provider._cairnq_test_exporter = True  # type: ignore[attr-defined]
-    trace.set_tracer_provider(provider)
+def _reset_global_provider() -> None:
+    trace._TRACER_PROVIDER_SET_ONCE = Once()
+    trace._TRACER_PROVIDER = None
 
 
 class Spans:
-    """The spans finished since the fixture started, by kind."""
+    """The spans finished during the test, by kind."""
+
+    def __init__(self, exporter: Any) -> None:
+        self.exporter = exporter
 
     def all(self) -> list[Any]:
-        return list(EXPORTER.get_finished_spans())
+        return list(self.exporter.get_finished_spans())
 
     def of_kind(self, kind: str) -> list[Any]:
         wanted = getattr(trace.SpanKind, kind.upper())
@@ -62,9 +59,16 @@ class Spans:
 
 @pytest.fixture
 def recorded_spans() -> Iterator[Spans]:
-    if EXPORTER is None:
+    if not HAVE_SDK:
         pytest.skip("opentelemetry-sdk is not installed")
-    install_provider()
-    EXPORTER.clear()
-    yield Spans()
-    EXPORTER.clear()
+    if not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
+        pytest.fail("a tracer provider is already set; this suite expects none outside recorded_spans")
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    trace.set_tracer_provider(provider)
+    try:
+        yield Spans(exporter)
+    finally:
+        _reset_global_provider()
+        provider.shutdown()

@@ -318,3 +318,14 @@ def test_a_sampled_out_submit_still_stores_its_context(queue_in_test_transaction
     run_until_idle()
     assert cq.get(row.id).status == "succeeded"
     assert recorded_spans.all() == []
+
+
+def test_with_the_api_but_no_provider_rows_are_written_as_before(queue_in_test_transaction: None) -> None:
+    assert isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
+    row = cq.submit(PREFIX + "add", {"a": 1, "b": 1}, metadata={"origin": "plain"})
+    (many,) = cq.submit_many([(PREFIX + "add", {"a": 2, "b": 2})])
+    run_until_idle()
+    assert [(cq.get(t.id).status, cq.get(t.id).metadata) for t in (row, many)] == [
+        ("succeeded", {"origin": "plain"}),
+        ("succeeded", {}),
+    ]
