@@ -48,7 +48,7 @@ class Publication:
 
 
 UNTRACED = Publication()
-_NO_SPAN: AbstractContextManager[None] = nullcontext()
+NO_SPAN: AbstractContextManager[None] = nullcontext()
 
 # None: not tried yet; False: opentelemetry-api is not installed.
 _modules: tuple[ModuleType, ModuleType] | bool | None = None
@@ -85,5 +85,5 @@ def processing(definition: TaskDefinition, attempts: Sequence[Attempt]) -> Abstr
     """A context manager around one handler call: its consumer span, current while the handler runs."""
     modules = _load()
     if modules is None:
-        return _NO_SPAN
+        return NO_SPAN
     return modules[1].processing(definition, attempts)  # type: ignore[no-any-return]

@@ -26,7 +26,7 @@ from opentelemetry.context import Context
 from opentelemetry.trace import Link, NonRecordingSpan, SpanKind, Status, StatusCode, Tracer
 
 from ..exceptions import Snooze
-from . import propagation
+from . import NO_SPAN, propagation
 from .tracer import (
     ATTEMPT,
     BATCH_COUNT,
@@ -54,21 +54,8 @@ def processing(definition: TaskDefinition, attempts: Sequence[Attempt]) -> Abstr
     """The span of one handler call over ``attempts`` (one task, or a batch of one name)."""
     tracer = current_tracer()
     if tracer is None or not attempts:
-        return _NO_SPAN
+        return NO_SPAN
     return _span_processing(tracer, definition, attempts)
-
-
-class _NoSpan:
-    __slots__ = ()
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None
-
-
-_NO_SPAN = _NoSpan()
 
 
 def _call_span(definition: TaskDefinition, attempts: Sequence[Attempt]) -> tuple[Context, list[Link], dict[str, Any]]:
