@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from django.db import transaction
 
+from .. import tracing
 from ..client.submit import submit as submit_task
 from ..client.wait import wait as wait_for_task
 from ..protocol import bounds
@@ -198,6 +199,7 @@ class TaskContext:
             return None
         attempt.check_lease()
         envelope, retryable = as_envelope(error, retryable)
+        tracing.failed(attempt.task.id, envelope)
         owner = attempt.owner
         delay = retry_delay_ms(
             attempt.task.attempt,

@@ -8,7 +8,7 @@ it but no tracer provider configured, both hand back shared do-nothing objects.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any
 
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from ..tasks.registry import TaskDefinition
     from ..worker.attempt import Attempt
 
-__all__ = ["Publication", "processing", "publishing"]
+__all__ = ["Publication", "failed", "processing", "publishing"]
 
 
 class Publication:
@@ -87,3 +87,10 @@ def processing(definition: TaskDefinition, attempts: Sequence[Attempt]) -> Abstr
     if modules is None:
         return NO_SPAN
     return modules[1].processing(definition, attempts)  # type: ignore[no-any-return]
+
+
+def failed(task_id: str, envelope: Mapping[str, Any]) -> None:
+    """Mark the running handler call's span failed: its handler failed a task itself (``ctx.fail``)."""
+    modules = _load()
+    if modules is not None:
+        modules[1].failed(task_id, envelope)

@@ -11,19 +11,21 @@ Which trace it belongs to depends on the call:
 * a row without a readable context (submitted by another SDK, raw SQL, or
   before tracing was on) gets a root span.
 
-An exception out of the handler is recorded and sets the status to ERROR;
-``Snooze`` is not a failure and leaves the status unset.
+An exception out of the handler is recorded and sets the status to ERROR,
+as does a task the handler fails itself (``ctx.fail``); ``Snooze`` is not a
+failure and leaves the status unset.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
 from opentelemetry import trace
 from opentelemetry.context import Context
-from opentelemetry.trace import Link, NonRecordingSpan, SpanKind, Status, StatusCode, Tracer
+from opentelemetry.trace import Link, NonRecordingSpan, Span, SpanKind, Status, StatusCode, Tracer
 
 from ..exceptions import Snooze
 from . import NO_SPAN, propagation
@@ -48,6 +50,10 @@ if TYPE_CHECKING:
     from ..worker.attempt import Attempt
 
 OPERATION_ATTRIBUTES = {SYSTEM: SYSTEM_NAME, OPERATION: "process", OPERATION_TYPE: "process", OPERATION_NAME: "process"}
+
+# The span of the handler call running in this context: ``failed`` marks it,
+# not whatever span the handler itself may have made current.
+_call_span_var: ContextVar[Span | None] = ContextVar("cairnq_call_span", default=None)
 
 
 def processing(definition: TaskDefinition, attempts: Sequence[Attempt]) -> AbstractContextManager[Any]:
@@ -101,6 +107,7 @@ def _span_processing(tracer: Tracer, definition: TaskDefinition, attempts: Seque
         record_exception=False,
         set_status_on_exception=False,
     ) as span:
+        token = _call_span_var.set(span)
         try:
             yield span
         except Snooze:
@@ -110,3 +117,15 @@ def _span_processing(tracer: Tracer, definition: TaskDefinition, attempts: Seque
             span.record_exception(exc)
             span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
             raise
+        finally:
+            _call_span_var.reset(token)
+
+
+def failed(task_id: str, envelope: Mapping[str, Any]) -> None:
+    """Record on the running call's span that its handler failed ``task_id`` (an event, status ERROR)."""
+    span = _call_span_var.get()
+    if span is None or not span.is_recording():
+        return
+    kind, message = envelope.get("type"), envelope.get("message")
+    span.add_event("cairnq.task.failed", {MESSAGE_ID: task_id, "error.type": str(kind), "cairnq.error.message": str(message)})
+    span.set_status(Status(StatusCode.ERROR, f"{kind}: {message}"))

@@ -4,7 +4,8 @@ A submit is a PRODUCER span whose W3C context the row keeps under
 ``metadata["cairnq_django"]["trace"]`` next to the caller's metadata; an
 attempt runs in a CONSUMER span, a child of the producer's on attempt 1 and a
 new trace linked to it on a retry; a batch call is one span linking every
-task; a handler's exception is recorded with status ERROR; rows without a
+task; a handler's exception, or a task it fails itself, is recorded with
+status ERROR (a snooze is not an error); rows without a
 readable context run under a root span. The attempts run inline
 (``run_until_idle``, the worker's own pipeline) so the spans are this process's.
 """
@@ -60,6 +61,12 @@ def _snooze_once(ctx: Any, payload: dict[str, Any]) -> str:
     return "done"
 
 
+def _fails_itself(ctx: Any, payload: dict[str, Any]) -> str:
+    with trace.get_tracer("tests.handler").start_as_current_span("handler's own span"):
+        ctx.fail("not today", retryable=False)
+    return "returned after failing"
+
+
 async def _async_add(ctx: Any, payload: dict[str, Any]) -> int:
     await asyncio.sleep(0)
     return payload["a"] + payload["b"]
@@ -72,6 +79,7 @@ HANDLERS = {
     "child": (_child, {}),
     "snooze_once": (_snooze_once, {}),
     "async_add": (_async_add, {}),
+    "fails_itself": (_fails_itself, {}),
 }
 
 
@@ -329,3 +337,19 @@ def test_with_the_api_but_no_provider_rows_are_written_as_before(queue_in_test_t
         ("succeeded", {"origin": "plain"}),
         ("succeeded", {}),
     ]
+
+
+def test_a_task_the_handler_fails_itself_marks_the_call_span(
+    queue_in_test_transaction: None, recorded_spans: Spans
+) -> None:
+    row = cq.submit(PREFIX + "fails_itself", {})
+    run_until_idle()
+    assert cq.get(row.id).status == "failed"
+    (consumer,) = recorded_spans.consumers()
+    (own,) = [span for span in recorded_spans.all() if span.name == "handler's own span"]
+    # The call's span, not the one the handler made current when it failed.
+    assert own.status.status_code == StatusCode.UNSET and own.parent.span_id == consumer.context.span_id
+    assert consumer.status.status_code == StatusCode.ERROR
+    assert consumer.status.description == "TaskError: not today"
+    (event,) = consumer.events
+    assert event.name == "cairnq.task.failed" and event.attributes["messaging.message.id"] == row.id
