@@ -110,6 +110,7 @@ def measure(states: list[str], calls: int, rounds: int) -> dict[str, dict[str, f
 
 
 def install_sdk() -> None:
+    # Imported here: the absent and api rounds run before the SDK is loaded.
     from opentelemetry import trace
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
