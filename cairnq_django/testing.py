@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from asgiref.sync import async_to_sync, sync_to_async
 
-from . import signals
+from . import signals, tracing
 from .exceptions import LostLease
 from .models import Task
 from .protocol.backoff import DEFAULT_RETRY_BACKOFF_MAX_MS, DEFAULT_RETRY_BACKOFF_MS
@@ -89,14 +89,16 @@ def _queued_queues(store: Store) -> list[str]:
 
 
 def _perform(definition: TaskDefinition, attempts: list[Attempt]) -> Any:
-    """Call the handler on this thread; an async one through ``async_to_sync``."""
+    """Call the handler on this thread, in its consumer span; an async one through ``async_to_sync``."""
     if definition.is_async:
         # Inside the event loop the database is off limits: fetch the payloads
         # a claim left in the database now, as the worker does for async calls.
         for attempt in attempts:
             attempt.load_payload()
-        return async_to_sync(definition.func)(*handler_args(definition, attempts))
-    return definition.func(*handler_args(definition, attempts))
+        with tracing.processing(definition, attempts):
+            return async_to_sync(definition.func)(*handler_args(definition, attempts))
+    with tracing.processing(definition, attempts):
+        return definition.func(*handler_args(definition, attempts))
 
 
 def _write(store: Store, items: list[Settlement]) -> list[Task]:

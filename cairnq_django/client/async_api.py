@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 from asgiref.sync import sync_to_async
 from django.db import DatabaseError
 
+from .. import tracing
 from ..conf import get_config
 from ..exceptions import SchemaNotInstalled
 from ..store import get_store
@@ -83,33 +84,40 @@ async def asubmit(
     spec = build_spec(name, payload, **options)
     judge(spec.name)
     store = await _async(get_store)()
-    await _apass_gate(store, [spec])
+    with tracing.publishing(spec.queue, spec.name) as publication:
+        await _apass_gate(store, [spec])
+        stamped = publication.stamp(spec)
 
-    def insert() -> Task:
-        row = store.submit(spec)
-        announce(store, [row])
-        return row
+        def insert() -> Task:
+            row = store.submit(stamped)
+            announce(store, [row])
+            return row
 
-    return await _async(insert)()
+        row = await _async(insert)()
+        publication.published([row])
+    return row
 
 
 @aneeds_schema
 async def asubmit_many(items: Iterable[Any], **common: Any) -> list[Task]:
     """Async ``submit_many``."""
     check_many_options(common)
-    specs: Iterable[SubmitSpec] = judged(specs_for_many(items, common))
     store = await _async(get_store)()
-    if backpressure.configured(get_config()):
-        # As submit._gated_specs, with the gate's async wait.
-        specs = list(specs)
-        await _apass_gate(store, specs)
+    with tracing.publishing(common.get("queue", "default")) as publication:
+        specs: Iterable[SubmitSpec] = publication.stamp_all(judged(specs_for_many(items, common)))
+        if backpressure.configured(get_config()):
+            # As submit._gated_specs, with the gate's async wait.
+            specs = list(specs)
+            await _apass_gate(store, specs)
 
-    def insert() -> list[Task]:
-        rows = store.submit_many(specs)
-        announce(store, rows)
-        return rows
+        def insert() -> list[Task]:
+            rows = store.submit_many(specs)
+            announce(store, rows)
+            return rows
 
-    return await _async(insert)()
+        rows = await _async(insert)()
+        publication.published(rows)
+    return rows
 
 
 aget = _async(queries.get)

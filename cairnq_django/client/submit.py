@@ -1,7 +1,9 @@
 """Submit tasks: validate and encode the arguments, pass the submit gate, insert, announce.
 
 A call inside ``transaction.atomic()`` on ``CAIRNQ["DATABASE"]`` is part of
-the caller's transaction, and ``task_enqueued`` waits for its commit.
+the caller's transaction, and ``task_enqueued`` waits for its commit. With
+the ``otel`` extra each call is a PRODUCER span whose context the tasks'
+metadata carry (``tracing/producer.py``).
 ``client/async_api.py`` holds the async twins.
 """
 
@@ -11,7 +13,7 @@ import builtins
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .. import signals
+from .. import signals, tracing
 from ..conf import get_config
 from ..exceptions import PayloadTooLarge
 from ..protocol import bounds, validation
@@ -181,8 +183,10 @@ def submit(
     )
     judge(spec.name)
     store = get_store()
-    _pass_gate(store, [spec])
-    row = store.submit(spec)
+    with tracing.publishing(spec.queue, spec.name) as publication:
+        _pass_gate(store, [spec])
+        row = store.submit(publication.stamp(spec))
+        publication.published([row])
     announce(store, [row])
     return row
 
@@ -285,6 +289,9 @@ def submit_many(items: Iterable[Any], **common: Any) -> builtins.list[Task]:
     """
     check_many_options(common)
     store = get_store()
-    rows = store.submit_many(_gated_specs(store, judged(specs_for_many(items, common))))
+    with tracing.publishing(common.get("queue", "default")) as publication:
+        specs = publication.stamp_all(judged(specs_for_many(items, common)))
+        rows = store.submit_many(_gated_specs(store, specs))
+        publication.published(rows)
     announce(store, rows)
     return rows

@@ -16,6 +16,7 @@ running event loop, so the twins run the same write on a worker thread.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -23,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from django.db import transaction
 
+from .. import tracing
 from ..client.submit import submit as submit_task
 from ..client.wait import wait as wait_for_task
 from ..protocol import bounds
@@ -197,6 +199,7 @@ class TaskContext:
             return None
         attempt.check_lease()
         envelope, retryable = as_envelope(error, retryable)
+        tracing.failed(attempt.task.id, envelope)
         owner = attempt.owner
         delay = retry_delay_ms(
             attempt.task.attempt,
@@ -298,7 +301,9 @@ class TaskContext:
         executor = self._attempt.owner.db_executor
         if executor is None:
             return await asyncio.to_thread(fn)
-        return await asyncio.get_running_loop().run_in_executor(executor, fn)
+        # In the handler's context, as ``asyncio.to_thread`` would: a child
+        # submitted from here is then part of the handler's trace.
+        return await asyncio.get_running_loop().run_in_executor(executor, contextvars.copy_context().run, fn)
 
     async def aprogress(self, value: float | None, message: str | None = None) -> Task:
         return await self._in_thread(lambda: self.progress(value, message))

@@ -10,6 +10,9 @@ connection when it exits.
 is flagged lease-lost (the abandoned handler can no longer write), async
 handlers are cancelled, a sync handler's thread is abandoned and replaced, and
 every unsettled task fails retryably with the ``handler_timeout`` envelope.
+
+Each call runs inside its consumer span (``tracing.processing``; nothing
+without the ``otel`` extra).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from . import connections as _db
+from .. import tracing
 from ..protocol.envelopes import timeout_envelope, undecodable_envelope
 from .outcomes import RetryBackoff, Settlement, fail_settlement, handler_args, settlements
 
@@ -262,7 +266,10 @@ class Executor:
                 # here, on the handler's thread, before the handler runs.
                 _load_payloads(attempts)
                 attempts = self._admit(call)
-            value = definition.func(*handler_args(definition, attempts)) if attempts else None
+            value = None
+            if attempts:
+                with tracing.processing(definition, attempts):
+                    value = definition.func(*handler_args(definition, attempts))
             raised: BaseException | None = None
         except BaseException as exc:  # noqa: BLE001 - SystemExit from a handler thread is that task's failure
             value, raised = None, exc
@@ -282,7 +289,10 @@ class Executor:
                     self.db_executor, _load_payloads, attempts
                 )
                 attempts = self._admit(call)
-            value = await definition.func(*handler_args(definition, attempts)) if attempts else None
+            value = None
+            if attempts:
+                with tracing.processing(definition, attempts):
+                    value = await definition.func(*handler_args(definition, attempts))
             raised: BaseException | None = None
         except asyncio.CancelledError as exc:
             if call.state != RUNNING:

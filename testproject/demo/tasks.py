@@ -339,6 +339,13 @@ async def async_echo(ctx: Any, payload: Any) -> Any:
     return {"echo": payload}
 
 
+@task("demo.async_parent")
+async def async_parent(ctx: Any, payload: Any) -> str:
+    """An async handler that submits a ``demo.noop`` child through ``ctx.asubmit``; returns its id."""
+    child = await ctx.asubmit("demo.noop", {"result": "child"})
+    return child.id
+
+
 @task("demo.async_hang")
 async def async_hang(ctx: Any, payload: Any) -> None:
     """An async handler that never finishes on its own (cancelled at max_run_ms)."""

@@ -26,7 +26,9 @@ from cairnq_django.protocol.payload import encode
 from cairnq_django.store import get_store
 from cairnq_django.store.base import ClaimRequest
 from cairnq_django.tasks.registry import unregister
+from cairnq_django.testing import run_until_idle
 from cairnq_django.worker.budgets import fleet_limits
+from tests._spans import Spans, recorded_spans  # noqa: F401 - the fixture
 
 cairnq = pytest.importorskip("cairnq")
 
@@ -329,3 +331,41 @@ def test_upstream_submitted_limited_tasks_are_claimed_under_the_empty_key(upstre
         assert [row.id for row in draw("worker_django_second")] == [foreign[1]]
     finally:
         unregister("interop.keyed")
+
+
+def test_upstream_rows_without_a_trace_context_run_under_a_root_span(
+    upstream: tuple[UpstreamLoop, Any], recorded_spans: Spans
+) -> None:
+    loop, client = upstream
+    theirs = loop.call(lambda: client.submit("demo.noop", {"result": "theirs"}, queue=QUEUE, metadata={"by": "upstream"}))
+    run_until_idle([QUEUE], names=["demo.noop"])
+    assert (cq.get(theirs.id).status, cq.get(theirs.id).result) == ("succeeded", "theirs")
+    (consumer,) = recorded_spans.consumers()
+    assert consumer.parent is None and not consumer.links
+    assert consumer.attributes["messaging.message.id"] == theirs.id
+    assert cq.get(theirs.id).metadata == {"by": "upstream"}
+
+
+def test_upstream_workers_run_our_traced_rows_and_keep_their_metadata(
+    upstream: tuple[UpstreamLoop, Any], recorded_spans: Spans
+) -> None:
+    loop, client = upstream
+    seen: list[Any] = []
+
+    async def record(ctx: Any, payload: dict[str, Any]) -> str:
+        seen.append(ctx.metadata)
+        return "ran upstream"
+
+    worker, running = run_worker(loop, client, {"interop.traced": record})
+    try:
+        task = cq.submit("interop.traced", {}, queue=QUEUE, metadata={"from": "django"})
+        done = cq.wait(task.id, timeout=15, poll_ms=20)
+    finally:
+        stop_worker(loop, worker, running)
+    assert (done.status, done.result) == ("succeeded", "ran upstream")
+    (producer,) = recorded_spans.producers()
+    context = producer.get_span_context()
+    (metadata,) = seen
+    assert metadata["from"] == "django"
+    assert metadata["cairnq_django"]["trace"]["traceparent"].startswith(f"00-{context.trace_id:032x}-")
+    assert loop.call(lambda: client.get(task.id)).metadata == metadata == done.metadata
