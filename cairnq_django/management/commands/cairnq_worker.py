@@ -113,6 +113,29 @@ def _resource(text: str) -> tuple[str, int]:
     return name.strip(), value
 
 
+# Any TCP port; 0 asks the system for a free one (the worker prints which).
+_PORT = bounds.IntRange(0, 65535)
+_METRICS_HINT = "pip install 'cairnq-django[metrics]'"
+
+
+def _host(text: str) -> str:
+    if not text.strip() or "\x00" in text:
+        raise argparse.ArgumentTypeError(f"must be a host name or address, got {text!r}")
+    return text.strip()
+
+
+def _metrics_endpoint() -> Any:
+    """The worker endpoint's class, or a ``CommandError`` saying to install the extra."""
+    try:
+        # Imported only for --metrics-port: a worker without it never loads prometheus_client.
+        from ...metrics.worker_endpoint import WorkerEndpoint
+    except ImportError as exc:
+        if not (exc.name or "").startswith("prometheus_client"):
+            raise
+        raise CommandError(f"--metrics-port needs prometheus-client, which is not installed: {_METRICS_HINT}") from exc
+    return WorkerEndpoint
+
+
 # flag destination -> the CAIRNQ key it stands for (and whose rule it parses with)
 _SETTINGS = {
     "concurrency": "CONCURRENCY",
@@ -213,9 +236,26 @@ class Command(BaseCommand):
             metavar="N",
             help="Exit 0 after claiming N tasks and finishing them.",
         )
+        parser.add_argument(
+            "--metrics-port",
+            type=_int(_PORT),
+            metavar="PORT",
+            help="Serve this worker's Prometheus metrics on PORT (needs cairnq-django[metrics]; 0: any free port).",
+        )
+        parser.add_argument(
+            "--metrics-host",
+            type=_host,
+            metavar="HOST",
+            help="Address the metrics endpoint listens on (default 0.0.0.0, every interface).",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         self._configure_logging(options["verbosity"])
+        endpoint_class = None
+        if options["metrics_port"] is not None:
+            endpoint_class = _metrics_endpoint()
+        elif options["metrics_host"] is not None:
+            raise CommandError("--metrics-host needs --metrics-port")
         config = get_config()
         values: dict[str, Any] = {}
         for dest, key in _SETTINGS.items():
@@ -300,9 +340,23 @@ class Command(BaseCommand):
         except ImproperlyConfigured as exc:
             raise CommandError(str(exc)) from exc
         self.stdout.write(worker.banner())
+        endpoint = None
+        if endpoint_class is not None:
+            host, port = options["metrics_host"] or "0.0.0.0", options["metrics_port"]
+            try:
+                endpoint = endpoint_class(worker, host, port)
+            except OSError as exc:
+                raise CommandError(
+                    f"--metrics-port {port}: cannot listen on {host}:{port}: {exc.strerror or exc}"
+                ) from exc
+            self.stdout.write(f"  metrics: {endpoint.url}")
         self.stdout.flush()
-        with two_phase_signals(worker):
-            code = worker.run()
+        try:
+            with two_phase_signals(worker):
+                code = worker.run()
+        finally:
+            if endpoint is not None:
+                endpoint.stop()
         if code:
             raise CommandError(
                 "worker stopped to be restarted (see the log)", returncode=code
