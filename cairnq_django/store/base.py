@@ -187,6 +187,17 @@ class Store(abc.ABC):
         raise NotImplementedError
 
     @abc.abstractmethod
+    def oldest_due(self, queues: Sequence[str], *, max_steps: int = 64) -> dict[str, int]:
+        """How long the earliest-due queued task of each of ``queues`` has been due, in ms.
+
+        Returns ``{queue: age_ms}`` for the queues with a task due now (a
+        queue whose queued tasks all wait for a later ``run_at`` is absent).
+        Read-only, through the claim index: at most ``max_steps`` distinct
+        priorities are walked per queue.
+        """
+        raise NotImplementedError
+
+    @abc.abstractmethod
     def queue_depth(self, queue: str, max_depth: int) -> int:
         """Return headroom: ``max_depth`` minus queued rows, floored at 0."""
         raise NotImplementedError

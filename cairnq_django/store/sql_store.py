@@ -380,6 +380,13 @@ class SQLStore(Store):
             counts[row["status"]] = int(row["n"])
         return out
 
+    def oldest_due(self, queues: Sequence[str], *, max_steps: int = 64) -> dict[str, int]:
+        wanted = list(dict.fromkeys(queues))
+        if not wanted:
+            return {}
+        rows = self._rows("oldest_due", {"queues": self._list(wanted), "max_steps": max_steps})
+        return {str(row["queue"]): max(0, int(row["age_ms"])) for row in rows if row["age_ms"] is not None}
+
     def queue_depth(self, queue: str, max_depth: int) -> int:
         validation.check_max_depth(max_depth)
         rows = self._rows("queue_depth", {"queue": queue, "max_depth": max_depth})
