@@ -340,6 +340,25 @@ def test_next_run_at_walks_the_claim_name_index(store: Any, big_table: str) -> N
     assert store.next_due(["default"], ["unknown"]) is None
 
 
+def test_oldest_due_walks_the_claim_index(store: Any, big_table: str) -> None:
+    # The metrics view's "how long has the earliest due task waited": index
+    # probes per queue and priority, never a read of the terminal rows or the backlog.
+    dialect = big_table
+    params = {"queues": _lists(dialect, ["default", "other"]), "max_steps": 64}
+    plan = _plan(dialect, "oldest_due", params)
+    assert "cairnq_tasks_claim_idx" in plan, plan
+    assert [line for line in _full_scans(dialect, plan) if "walk" not in line] == [], plan
+    if dialect == "postgres":
+        generic = _generic_plan("oldest_due", params)
+        assert "cairnq_tasks_claim_idx" in generic and _full_scans(dialect, generic) == [], generic
+    # The earliest due row is "due" + 1 (priority 1), ten seconds ago; the
+    # backlog an hour ahead and the running rows do not count.
+    ages = store.oldest_due(["default", "other"])
+    assert set(ages) == {"default"}, ages
+    assert 9_999 <= ages["default"] < 9_999 + 5_000, ages
+    assert store.oldest_due([]) == {}
+
+
 def test_sqlite_large_row_steps_go_by_primary_key(big_table: str) -> None:
     # Every pick (but the claim's, pinned above), write and read of large-row
     # mode starts from the listed ids: none may read the whole table.
