@@ -2,7 +2,7 @@
 
 Scraped over HTTP from a real worker process after it ran tasks: outcome
 counters by name and queue, the run, pickup and claim histograms, calls in
-flight. Also: the flags' errors, the missing extra's message, and that a worker
+flight, a lease lost to another owner. Also: the flags' errors, the missing extra's message, and that a worker
 without the flag (or a process serving only the queue view) never imports
 ``prometheus_client``.
 """
@@ -114,14 +114,26 @@ def test_worker_endpoint_counts_what_it_ran(start_worker: Any, cairnq_db: Any) -
     assert worker.wait() == 0
 
 
-def test_calls_in_flight_while_a_handler_runs(start_worker: Any, cairnq_db: Any) -> None:
-    task = cq.submit("demo.sleep", {"ms": 60_000})
-    worker = start_worker("--metrics-port", "0", "--metrics-host", "127.0.0.1", "--drain-timeout", "0")
+def test_calls_in_flight_and_a_lost_lease(start_worker: Any, cairnq_db: Any) -> None:
+    task = cq.submit("demo.hang", {"seconds": 60})
+    worker = start_worker("--metrics-port", "0", "--metrics-host", "127.0.0.1", overrides={"LEASE_MS": 1500})
     worker.wait_ready()
     url = metrics_url(worker.output())
     wait_until(lambda: cq.get(task.id).is_running, what="the task running")
     samples = wait_until(lambda: (s := scrape(url)) and value(s, "cairnq_worker_calls_in_flight") == 1 and s)
-    assert value(samples, "cairnq_worker_tasks_started_total", name="demo.sleep") == 1
+    assert value(samples, "cairnq_worker_tasks_started_total", name="demo.hang") == 1
+    assert value(samples, "cairnq_worker_lease_losses_total") == 0
+    # Another owner takes the task: the next heartbeat finds the lease gone.
+    assert Task.objects.filter(id=task.id).update(worker_id="worker_thief") == 1
+    samples = wait_until(
+        lambda: (s := scrape(url)) and value(s, "cairnq_worker_lease_losses_total") == 1 and s,
+        what="the lease loss counted",
+    )
+    assert value(samples, "cairnq_worker_lease_losses_total", name="demo.hang", queue="default") == 1
+    # The handler sees its lease lost and returns; nothing was settled.
+    wait_until(lambda: value(scrape(url), "cairnq_worker_calls_in_flight") == 0, what="the call ended")
+    samples = scrape(url)
+    assert sum(value(samples, f"cairnq_worker_tasks_{kind}_total") for kind in ("succeeded", "failed", "retried")) == 0
     worker.kill_group()
 
 
