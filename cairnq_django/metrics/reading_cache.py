@@ -31,13 +31,17 @@ class ReadingBusy(Exception):
     """Another scraper's reading is under way and no earlier text is left to serve."""
 
 
-def cached_text(build: Callable[[], str], *, alias: str = DEFAULT_CACHE_ALIAS) -> str:
-    """The text ``build`` rendered less than a second ago, or a fresh one (built by one caller at a time)."""
+def cached_text(build: Callable[[], str], *, alias: str = DEFAULT_CACHE_ALIAS, wait_s: float = WAIT_S) -> str:
+    """The text ``build`` rendered less than a second ago, or a fresh one (built by one caller at a time).
+
+    A caller that finds another's reading under way waits up to ``wait_s``
+    for its text, then serves the last one kept, or raises ``ReadingBusy``.
+    """
     cache = caches[alias]
     text = cache.get(KEY)
     if text is not None:
         return str(text)
-    deadline = time.monotonic() + WAIT_S
+    deadline = time.monotonic() + wait_s
     while True:
         if cache.add(LOCK_KEY, 1, LOCK_S):
             try:

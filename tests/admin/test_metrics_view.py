@@ -18,6 +18,7 @@ from django.test import Client, override_settings
 from prometheus_client.parser import text_string_to_metric_families
 
 import cairnq_django as cq
+from cairnq_django.metrics import reading_cache
 from cairnq_django.models import Task
 
 from . import make_task, staff_user
@@ -230,3 +231,20 @@ def test_the_reading_is_renewed_after_a_second(store: Any, with_token: None) -> 
     assert read(client, Authorization=f"Bearer {TOKEN}")[key] == 1  # the cached text
     time.sleep(1.1)
     assert read(client, Authorization=f"Bearer {TOKEN}")[key] == 2
+
+
+def _never() -> str:
+    raise AssertionError("a second reader must not read while the lock is held")
+
+
+def test_a_reader_waiting_on_a_stuck_lock_serves_the_last_text_or_gives_up(cairnq_db: Any) -> None:
+    assert reading_cache.cached_text(lambda: "first\n") == "first\n"
+    cache.delete(reading_cache.KEY)  # a second later: the fresh copy has expired
+    assert cache.add(reading_cache.LOCK_KEY, 1, 30)  # another scraper reads, and hangs
+    assert reading_cache.cached_text(_never, wait_s=0.1) == "first\n"
+    cache.delete(reading_cache.STALE_KEY)
+    with pytest.raises(reading_cache.ReadingBusy):
+        reading_cache.cached_text(_never, wait_s=0.1)
+    # The lock's holder finishes: its text is served to the others.
+    cache.set(reading_cache.KEY, "second\n", 1)
+    assert reading_cache.cached_text(_never, wait_s=0.1) == "second\n"
