@@ -52,9 +52,12 @@ def value(samples: Samples, metric: str, /, **labels: str) -> float:
     return sum(v for n, got, v in samples if n == metric and labels.items() <= got.items())
 
 
-def metrics_url(output: str) -> str:
-    found = re.search(r"metrics: (http://\S+)", output)
-    assert found, f"no metrics line in the worker's output:\n{output[-2000:]}"
+def metrics_url(worker: Any) -> str:
+    """The address the worker printed under its banner (waited for: the banner may come out first)."""
+    found = wait_until(
+        lambda: re.search(r"metrics: (http://\S+)", worker.output()) or not worker.alive(), what="the metrics line"
+    )
+    assert found is not True, f"worker exited:\n{worker.output()[-2000:]}"
     return found.group(1)
 
 
@@ -72,7 +75,7 @@ def test_worker_endpoint_counts_what_it_ran(start_worker: Any, cairnq_db: Any) -
         "--metrics-port", "0", "--metrics-host", "127.0.0.1", "--retry-backoff-ms", "0",
     )
     worker.wait_ready()
-    url = metrics_url(worker.output())
+    url = metrics_url(worker)
     ids = [task.id for task in others] + [crash.id, rejected.id, snoozed.id]
     wait_until(lambda: all(cq.get(task_id).is_terminal for task_id in ids), what="every task settled")
     # The outcome is written before the worker counts it: wait for the last count.
@@ -118,7 +121,7 @@ def test_calls_in_flight_and_a_lost_lease(start_worker: Any, cairnq_db: Any) -> 
     task = cq.submit("demo.hang", {"seconds": 60})
     worker = start_worker("--metrics-port", "0", "--metrics-host", "127.0.0.1", overrides={"LEASE_MS": 1500})
     worker.wait_ready()
-    url = metrics_url(worker.output())
+    url = metrics_url(worker)
     wait_until(lambda: cq.get(task.id).is_running, what="the task running")
     samples = wait_until(lambda: (s := scrape(url)) and value(s, "cairnq_worker_calls_in_flight") == 1 and s)
     assert value(samples, "cairnq_worker_tasks_started_total", name="demo.hang") == 1

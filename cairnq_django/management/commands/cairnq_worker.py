@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import logging
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
@@ -34,6 +34,9 @@ from ...tasks.registry import registered
 from ...worker.loop import Worker
 from ...worker.options import WorkerOptions
 from ...worker.shutdown import two_phase_signals
+
+if TYPE_CHECKING:
+    from ...metrics.worker_endpoint import WorkerEndpoint
 
 _MIGRATE_HINT = "run manage.py migrate cairnq"
 # A database not reachable at start is retried after 0.5 s doubling to 5 s.
@@ -124,7 +127,7 @@ def _host(text: str) -> str:
     return text.strip()
 
 
-def _metrics_endpoint() -> Any:
+def _metrics_endpoint() -> type[WorkerEndpoint]:
     """The worker endpoint's class, or a ``CommandError`` saying to install the extra."""
     try:
         # Imported only for --metrics-port: a worker without it never loads prometheus_client.
@@ -251,7 +254,7 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         self._configure_logging(options["verbosity"])
-        endpoint_class = None
+        endpoint_class: type[WorkerEndpoint] | None = None
         if options["metrics_port"] is not None:
             endpoint_class = _metrics_endpoint()
         elif options["metrics_host"] is not None:
