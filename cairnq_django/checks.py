@@ -4,7 +4,7 @@ Each misconfiguration has a stable id and a hint. The checks read settings
 only; they never open a database connection, so they are safe
 in ``manage.py check`` on a machine without the database.
 
-Ids used here: cairnq.E001-E004, W005, E006-E009, W010, E011-E017, I018. The rules
+Ids used here: cairnq.E001-E004, W005, E006-E009, W010, E011-E017, I018, E019. The rules
 themselves live in ``conf`` (and ``protocol.bounds``), shared with the worker
 command and the worker; this module gives each fault its id and hint.
 """
@@ -71,6 +71,7 @@ def check_configuration(app_configs: Any = None, **kwargs: Any) -> list[checks.C
     messages += _check_retention(config)
     messages += _check_unknown_tasks(config)
     messages += _check_pooling(config)
+    messages += _check_metrics_token(config)
     return messages
 
 
@@ -119,6 +120,20 @@ def _check_pooling(config: Mapping[str, Any]) -> list[checks.CheckMessage]:
                 else "docs/deployment.md#connection-poolers says what changes behind a pooler."
             ),
             id="cairnq.I018",
+        )
+    ]
+
+
+def _check_metrics_token(config: Mapping[str, Any]) -> list[checks.CheckMessage]:
+    problem = conf.metrics_token_problem(config.get("METRICS_TOKEN"))
+    if problem is None:
+        return []
+    return [
+        checks.Error(
+            f'CAIRNQ["METRICS_TOKEN"] {problem}.',
+            hint='Use None (staff logins only) or a long random string, e.g. from python -c "import secrets; '
+            'print(secrets.token_urlsafe(32))", read from the environment.',
+            id="cairnq.E019",
         )
     ]
 

@@ -82,6 +82,8 @@ DEFAULTS: dict[str, Any] = {
     "FOREIGN_TASKS": [],
     # Periodic schedule: {"name": "cron expression"} (see docs/periodic.md).
     "SCHEDULE": {},
+    # Bearer token the metrics view accepts besides a staff login (docs/metrics.md).
+    "METRICS_TOKEN": None,
 }
 
 
@@ -198,6 +200,21 @@ def listen_alias(config: Mapping[str, Any]) -> str | None:
     if config.get("TRANSACTION_POOLING"):
         return None
     return str(config["DATABASE"])
+
+
+# A token shorter than this is guessable enough to be refused (cairnq.E019).
+MIN_METRICS_TOKEN_CHARS = 16
+
+
+def metrics_token_problem(token: Any) -> str | None:
+    """``METRICS_TOKEN``: None (no token access), or text of at least 16 characters."""
+    if token is None:
+        return None
+    if not isinstance(token, str):
+        return f"must be a string or None, got {type(token).__name__}"
+    if len(token.strip()) < MIN_METRICS_TOKEN_CHARS or token != token.strip():
+        return f"must be at least {MIN_METRICS_TOKEN_CHARS} characters with no surrounding space, got {len(token)}"
+    return None
 
 
 def queues_problem(queues: Any) -> str | None:

@@ -17,7 +17,9 @@ logger = logging.getLogger("cairnq_django.worker")
 
 # sender=Task model; task=Task instance.
 task_enqueued = Signal()
-# sender=Task model; task_id, name, queue, attempt, worker_id.
+# sender=Task model; task_id, name, queue, attempt, worker_id, pickup_ms.
+# pickup_ms: the claim's time minus the later of the row's run_at and creation,
+# both read from the claimed row (database clock); None for an odd stored value.
 task_started = Signal()
 # sender=Task model; task_id, name, queue, attempt, worker_id, status, duration_ms.
 task_finished = Signal()
@@ -26,8 +28,11 @@ task_finished = Signal()
 # attempt did not end (it does not count), so every task_started is followed by
 # one of task_finished, task_snoozed or task_lease_lost.
 task_snoozed = Signal()
-# sender=Task model; task_id, name, attempt, worker_id.
+# sender=Task model; task_id, name, queue, attempt, worker_id.
 task_lease_lost = Signal()
+# sender=Task model; worker_id, rows, duration_s. One claim statement (one
+# draw) of a worker's poll, timed around its execution.
+claim_drawn = Signal()
 
 
 def send_after_commit(alias: str, send: Callable[[], None]) -> None:

@@ -35,6 +35,7 @@ from .protocol.envelopes import no_handler_envelope
 from .store import get_store
 from .tasks.registry import get_task, registered
 from .worker.attempt import Attempt, AttemptOwner
+from .worker.pickup import pickup_ms
 from .worker.outcomes import NO_BACKOFF, RetryBackoff, Settlement, handler_args, settlements
 
 if TYPE_CHECKING:
@@ -147,7 +148,8 @@ def run_task(store: Store, rows: Sequence[Task], *, backoff: bool = False) -> li
     attempts = [Attempt(row, owner) for row in rows]
     for row in rows:
         signals.task_started.send(
-            sender=Task, task_id=row.id, name=row.name, queue=row.queue, attempt=row.attempt, worker_id=WORKER_ID
+            sender=Task, task_id=row.id, name=row.name, queue=row.queue, attempt=row.attempt, worker_id=WORKER_ID,
+            pickup_ms=pickup_ms(row),
         )
     started = time.monotonic()
     value: Any = None

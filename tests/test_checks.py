@@ -25,7 +25,7 @@ DOCS = Path(__file__).resolve().parent.parent / "docs" / "checks.md"
 
 # The ids this module's checks own; cairnq.E010 (undeclared resource) belongs to
 # the worker's checks and may legitimately fire when RESOURCES is overridden.
-OWN_IDS = {f"cairnq.E{n:03d}" for n in (1, 2, 3, 4, 6, 7, 8, 9, 11, 12, 13, 14, 15)} | {"cairnq.W005"}
+OWN_IDS = {f"cairnq.E{n:03d}" for n in (1, 2, 3, 4, 6, 7, 8, 9, 11, 12, 13, 14, 15, 17)} | {"cairnq.W005"}
 
 
 def cairnq_messages() -> list[checks.CheckMessage]:
@@ -192,6 +192,17 @@ def test_good_max_queue_depth_passes() -> None:
 @pytest.mark.parametrize("queues", [[], "default", [""], [1], None])
 def test_bad_queues_are_e011(queues: Any) -> None:
     assert ids({"QUEUES": queues}) == ["cairnq.E011"]
+
+
+@pytest.mark.parametrize("token", ["short", "", " " * 20, "x" * 15, " " + "x" * 20, 12345678901234567890, b"x" * 32, ["x" * 20]])
+def test_weak_or_non_text_metrics_token_is_e019(token: Any) -> None:
+    assert ids({"METRICS_TOKEN": token}) == ["cairnq.E019"]
+
+
+def test_a_long_metrics_token_or_none_passes() -> None:
+    assert ids({"METRICS_TOKEN": None}) == []
+    assert ids({"METRICS_TOKEN": "x" * 16}) == []
+    assert ids({"METRICS_TOKEN": "k3Jx9-aZq_7Lw2mR8pT4vN6yB0cE5fG1"}) == []
 
 
 def test_non_dict_cairnq_is_e012() -> None:

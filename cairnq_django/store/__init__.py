@@ -14,10 +14,10 @@ from django.db import connections
 from django.utils.connection import ConnectionDoesNotExist
 
 from ..conf import get_config
-from .base import ClaimHooks, ClaimProbe, ClaimRequest, Draw, Failure, Store, SubmitSpec
+from .base import ClaimHooks, ClaimProbe, ClaimRequest, Draw, Failure, QueueOverview, Store, SubmitSpec
 
 __all__ = [
-    "ClaimHooks", "ClaimProbe", "ClaimRequest", "Draw", "Failure", "Store", "SubmitSpec",
+    "ClaimHooks", "ClaimProbe", "ClaimRequest", "Draw", "Failure", "QueueOverview", "Store", "SubmitSpec",
     "clear_store_cache", "get_store",
 ]
 

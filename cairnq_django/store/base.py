@@ -75,6 +75,18 @@ class Draw:
 
 
 @dataclass(frozen=True)
+class QueueOverview:
+    """One queue as ``Store.queue_overview`` saw it."""
+
+    queue: str
+    queued: int
+    running: int
+    # How long the earliest-due queued task has been due (ms); None when none is due.
+    due_age_ms: int | None
+    paused: bool
+
+
+@dataclass(frozen=True)
 class ClaimProbe:
     """What the claimable probe saw: work due for the queues and names, an expired lease anywhere."""
 
@@ -184,6 +196,17 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     def stats(self, queue: str | None = None) -> dict[str, dict[str, int]]:
+        raise NotImplementedError
+
+    @abc.abstractmethod
+    def queue_overview(self, *, max_queues: int = 1000, max_steps: int = 64) -> builtins.list[QueueOverview]:
+        """Every queue with a task or a pause, by name: its live counts, due age and pause.
+
+        One read-only statement through the claim index, never a scan of the
+        terminal rows: one probe per distinct queue (at most ``max_queues``)
+        and per distinct queued priority (at most ``max_steps`` per queue),
+        plus counting each queue's queued and running rows.
+        """
         raise NotImplementedError
 
     @abc.abstractmethod

@@ -28,7 +28,7 @@ from ..models import LIVE_STATUSES, Task, TaskStatus
 from ..protocol.envelopes import LEASE_EXPIRED_ERROR, encode_error
 from ..protocol.validation import check_spec as validate_spec
 from . import claim
-from .base import Failure, Store, SubmitSpec
+from .base import Failure, QueueOverview, Store, SubmitSpec
 from .rows import decode_rows, defer_large_payloads, task_from_row
 from .sql_files import statement
 
@@ -379,6 +379,19 @@ class SQLStore(Store):
             counts = out.setdefault(row["queue"], dict.fromkeys(STATUSES, 0))
             counts[row["status"]] = int(row["n"])
         return out
+
+    def queue_overview(self, *, max_queues: int = 1000, max_steps: int = 64) -> builtins.list[QueueOverview]:
+        rows = self._rows("queue_overview", {"max_queues": max_queues, "max_steps": max_steps})
+        return [
+            QueueOverview(
+                queue=str(row["queue"]),
+                queued=int(row["queued"]),
+                running=int(row["running"]),
+                due_age_ms=None if row["due_age_ms"] is None else max(0, int(row["due_age_ms"])),
+                paused=bool(row["paused"]),
+            )
+            for row in rows
+        ]
 
     def queue_depth(self, queue: str, max_depth: int) -> int:
         validation.check_max_depth(max_depth)

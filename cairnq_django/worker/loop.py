@@ -30,6 +30,7 @@ from .db_file import DatabaseFile
 from .executor import Call, Executor
 from .heartbeat import Heartbeat, beat_interval_ms
 from .options import WorkerOptions
+from .pickup import pickup_ms
 from .budgets import Budgets, Source, build_sources, fleet_keep_ms
 from .planner import ClaimPlanner
 from ..protocol.backoff import Backoff
@@ -263,6 +264,7 @@ class Worker(AttemptOwner):
             sender=Task,
             task_id=task.id,
             name=task.name,
+            queue=task.queue,
             attempt=task.attempt,
             worker_id=self.worker_id,
         )
@@ -560,6 +562,7 @@ class Worker(AttemptOwner):
                             queue=task.queue,
                             attempt=task.attempt,
                             worker_id=self.worker_id,
+                            pickup_ms=pickup_ms(task),
                         )
                 self.executor.submit(call)
 

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from django.db import Error as DatabaseError
 
+from .. import signals
 from ..models import Task
 from ..store.base import NO_HOOKS, ClaimHooks, ClaimProbe, ClaimRequest, Draw
 from ..tasks.registry import TaskDefinition, get_task
@@ -234,7 +235,13 @@ class ClaimPlanner:
                 limit = source.batch * quota
                 if rows_left is not None:
                     limit = min(limit, rows_left)
+                began = time.perf_counter()
                 rows = draw(list(source.names), limit, source.fleet)
+                if signals.claim_drawn.receivers:
+                    signals.claim_drawn.send(
+                        sender=Task, worker_id=self.worker_id, rows=len(rows),
+                        duration_s=time.perf_counter() - began,
+                    )
                 if len(rows) == limit:
                     full[0] = True
                 if not rows:

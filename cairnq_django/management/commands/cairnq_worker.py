@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import logging
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
@@ -34,6 +34,9 @@ from ...tasks.registry import registered
 from ...worker.loop import Worker
 from ...worker.options import WorkerOptions
 from ...worker.shutdown import two_phase_signals
+
+if TYPE_CHECKING:
+    from ...metrics.worker_endpoint import WorkerEndpoint
 
 _MIGRATE_HINT = "run manage.py migrate cairnq"
 # A database not reachable at start is retried after 0.5 s doubling to 5 s.
@@ -111,6 +114,29 @@ def _resource(text: str) -> tuple[str, int]:
         raise argparse.ArgumentTypeError(f"capacity of {name!r} {problem}")
     assert value is not None
     return name.strip(), value
+
+
+# Any TCP port; 0 asks the system for a free one (the worker prints which).
+_PORT = bounds.IntRange(0, 65535)
+_METRICS_HINT = "pip install 'cairnq-django[metrics]'"
+
+
+def _host(text: str) -> str:
+    if not text.strip() or "\x00" in text:
+        raise argparse.ArgumentTypeError(f"must be a host name or address, got {text!r}")
+    return text.strip()
+
+
+def _metrics_endpoint() -> type[WorkerEndpoint]:
+    """The worker endpoint's class, or a ``CommandError`` saying to install the extra."""
+    try:
+        # Imported only for --metrics-port: a worker without it never loads prometheus_client.
+        from ...metrics.worker_endpoint import WorkerEndpoint
+    except ImportError as exc:
+        if not (exc.name or "").startswith("prometheus_client"):
+            raise
+        raise CommandError(f"--metrics-port needs prometheus-client, which is not installed: {_METRICS_HINT}") from exc
+    return WorkerEndpoint
 
 
 # flag destination -> the CAIRNQ key it stands for (and whose rule it parses with)
@@ -213,9 +239,26 @@ class Command(BaseCommand):
             metavar="N",
             help="Exit 0 after claiming N tasks and finishing them.",
         )
+        parser.add_argument(
+            "--metrics-port",
+            type=_int(_PORT),
+            metavar="PORT",
+            help="Serve this worker's Prometheus metrics on PORT (needs cairnq-django[metrics]; 0: any free port).",
+        )
+        parser.add_argument(
+            "--metrics-host",
+            type=_host,
+            metavar="HOST",
+            help="Address the metrics endpoint listens on (default 0.0.0.0, every interface).",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         self._configure_logging(options["verbosity"])
+        endpoint_class: type[WorkerEndpoint] | None = None
+        if options["metrics_port"] is not None:
+            endpoint_class = _metrics_endpoint()
+        elif options["metrics_host"] is not None:
+            raise CommandError("--metrics-host needs --metrics-port")
         config = get_config()
         values: dict[str, Any] = {}
         for dest, key in _SETTINGS.items():
@@ -300,9 +343,23 @@ class Command(BaseCommand):
         except ImproperlyConfigured as exc:
             raise CommandError(str(exc)) from exc
         self.stdout.write(worker.banner())
+        endpoint = None
+        if endpoint_class is not None:
+            host, port = options["metrics_host"] or "0.0.0.0", options["metrics_port"]
+            try:
+                endpoint = endpoint_class(worker, host, port)
+            except OSError as exc:
+                raise CommandError(
+                    f"--metrics-port {port}: cannot listen on {host}:{port}: {exc.strerror or exc}"
+                ) from exc
+            self.stdout.write(f"  metrics: {endpoint.url}")
         self.stdout.flush()
-        with two_phase_signals(worker):
-            code = worker.run()
+        try:
+            with two_phase_signals(worker):
+                code = worker.run()
+        finally:
+            if endpoint is not None:
+                endpoint.stop()
         if code:
             raise CommandError(
                 "worker stopped to be restarted (see the log)", returncode=code

@@ -1,0 +1,60 @@
+-- Per queue: queued and running tasks, how long its earliest-due task has been due, paused or not
+-- (the metrics view's reading, docs/metrics.md). Answers (queue, queued, running, due_age_ms, paused).
+-- params: max_queues (distinct queues walked), max_steps (priorities walked per queue), now (process ms)
+
+-- A loose index scan of cairnq_tasks_claim_idx's leading column: one probe per distinct queue.
+WITH RECURSIVE walked(queue, step) AS (
+    SELECT (SELECT min(queue) FROM cairnq_tasks), 1
+    UNION ALL
+    SELECT (SELECT queue FROM cairnq_tasks WHERE queue > walked.queue ORDER BY queue LIMIT 1), walked.step + 1
+    FROM walked
+    WHERE walked.queue IS NOT NULL AND walked.step < %(max_queues)s
+),
+-- A paused queue is shown even with no task.
+known(queue) AS (
+    SELECT queue FROM walked WHERE queue IS NOT NULL
+    UNION
+    SELECT queue FROM cairnq_django_queue_pause
+),
+-- One probe per distinct queued priority, as next_run_at.sql walks them.
+levels(queue, priority, step) AS (
+    SELECT known.queue, (
+        SELECT priority FROM cairnq_tasks
+        WHERE queue = known.queue AND status = 'queued'
+        ORDER BY priority DESC, run_at_ms, id
+        LIMIT 1
+    ), 1
+    FROM known
+    UNION ALL
+    SELECT levels.queue, (
+        SELECT priority FROM cairnq_tasks
+        WHERE queue = levels.queue AND status = 'queued' AND priority < levels.priority
+        ORDER BY priority DESC, run_at_ms, id
+        LIMIT 1
+    ), levels.step + 1
+    FROM levels
+    WHERE levels.priority IS NOT NULL AND levels.step < %(max_steps)s
+),
+-- Within one priority the index is in run_at order: its first row is that level's earliest.
+firsts(queue, run_at_ms) AS (
+    SELECT levels.queue, (
+        SELECT run_at_ms FROM cairnq_tasks
+        WHERE queue = levels.queue AND status = 'queued' AND priority = levels.priority
+        ORDER BY priority DESC, run_at_ms, id
+        LIMIT 1
+    )
+    FROM levels
+    WHERE levels.priority IS NOT NULL
+),
+due(queue, run_at_ms) AS (
+    SELECT queue, min(run_at_ms) FROM firsts WHERE run_at_ms <= %(now)s GROUP BY queue
+)
+SELECT known.queue,
+    -- Covering-index ranges of cairnq_tasks_claim_idx: the live rows, never the terminal ones.
+    (SELECT count(*) FROM cairnq_tasks WHERE queue = known.queue AND status = 'queued') AS queued,
+    (SELECT count(*) FROM cairnq_tasks WHERE queue = known.queue AND status = 'running') AS running,
+    %(now)s - due.run_at_ms AS due_age_ms,
+    EXISTS (SELECT 1 FROM cairnq_django_queue_pause AS p WHERE p.queue = known.queue) AS paused
+FROM known
+LEFT JOIN due ON due.queue = known.queue
+ORDER BY known.queue
