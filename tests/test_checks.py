@@ -25,7 +25,7 @@ DOCS = Path(__file__).resolve().parent.parent / "docs" / "checks.md"
 
 # The ids this module's checks own; cairnq.E010 (undeclared resource) belongs to
 # the worker's checks and may legitimately fire when RESOURCES is overridden.
-OWN_IDS = {f"cairnq.E{n:03d}" for n in (1, 2, 3, 4, 6, 7, 8, 9, 11, 12, 13, 14, 15, 17)} | {"cairnq.W005"}
+OWN_IDS = {f"cairnq.E{n:03d}" for n in (1, 2, 3, 4, 6, 7, 8, 9, 11, 12, 13, 14, 15, 17, 19)} | {"cairnq.W005"}
 
 
 def cairnq_messages() -> list[checks.CheckMessage]:
