@@ -126,6 +126,7 @@ class TaskAdmin(admin.ModelAdmin):
     show_full_result_count = False
     show_facets = admin.ShowFacets.NEVER
     paginator = EstimatedCountPaginator
+    empty_value_display = EMPTY
     actions = [cancel_tasks, retry_tasks, retry_tasks_reset_attempts]
     readonly_fields = (
         "id",
@@ -154,6 +155,23 @@ class TaskAdmin(admin.ModelAdmin):
         (_("Timeline"), {"fields": ("timeline",)}),
         (_("Data"), {"fields": ("payload_pretty", "result_pretty", "error_pretty", "metadata_pretty")}),
     )
+
+    def get_fieldsets(self, request: HttpRequest, obj: Task | None = None) -> Any:
+        """The fieldsets, with a task's error envelope first in its section when it has one.
+
+        The summary and traceback already open the page (``error_summary``);
+        the whole envelope then comes before payload and result too.
+        """
+        fieldsets = super().get_fieldsets(request, obj)
+        if obj is None or obj.error is None:
+            return fieldsets
+        reordered = []
+        for title, options in fieldsets:
+            fields = tuple(options.get("fields", ()))
+            if "error_pretty" in fields:
+                fields = ("error_pretty", *(field for field in fields if field != "error_pretty"))
+            reordered.append((title, {**options, "fields": fields}))
+        return reordered
 
     class Media:
         css: ClassVar[dict[str, tuple[str, ...]]] = {"all": ("cairnq/admin.css",)}
