@@ -130,6 +130,7 @@ def confirmation_page(
             "name": name,
             "queue": queue,
             "status": status,
+            "label": TaskStatus(status).label if status in TaskStatus.values else status,
             "url": reverse(f"{site}:cairnq_task_change", args=[quote(pk)]),
         }
         for pk, name, queue, status in queryset.order_by("-pk").values_list("pk", "name", "queue", "status")[:LISTED]
