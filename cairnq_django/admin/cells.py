@@ -16,17 +16,21 @@ from django.utils import formats
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 from django.utils.text import Truncator
+from django.utils.translation import gettext as _
 
-from .values import EMPTY, stored_datetime, time_value
+from ..models import TaskStatus
+from .values import EMPTY, number_text, stored_datetime, time_value
 
 # Characters of an id always shown after the clipped head.
 ID_TAIL = 6
 # A title longer than this is cut: a tooltip is not a document viewer.
 TITLE_CHARS = 300
+# Characters of a failed task's "Type: message" line kept in the list.
+ERROR_CHARS = 120
 
 
 def text_of(value: Any) -> str:
-    """The value as text ("" for None); another writer may have stored bytes or a number (shown as Python spells them)."""
+    """The value as text ("" for None); bytes or a number another writer stored read as Python spells them."""
     return "" if value is None else str(value)
 
 
@@ -75,4 +79,42 @@ def when_text(value: Any) -> Any:
         formats.localize(when),
         formats.date_format(when, "DATE_FORMAT"),
         formats.time_format(when, "TIME_FORMAT"),
+    )
+
+
+def task_html(name: Any, task_id: Any, error: Any) -> SafeString:
+    """The task column: its name, the id under it, and for a task with an error its type and message."""
+    line = error_line(error)
+    shown = clipped(line, "cairnq-list-error", ERROR_CHARS) if line else ""
+    return format_html("{}{}{}", clipped(name, "cairnq-name"), id_text(task_id), shown)
+
+
+def status_html(status: Any, cancel_requested: bool) -> SafeString:
+    """The status badge; a running task whose cancel was requested shows that instead."""
+    if cancel_requested:
+        return format_html('<span class="cairnq-badge cairnq-badge--cancel-requested">{}</span>', _("cancel requested"))
+    label = TaskStatus(status).label if status in TaskStatus.values else text_of(status) or EMPTY
+    return format_html('<span class="cairnq-badge cairnq-badge--{}">{}</span>', status, label)
+
+
+def no_handler_badge(*, short: bool) -> SafeString:
+    """The "no handler" badge (fault plan F18 b); the list's short one says the rest in its title."""
+    if short:
+        return format_html(
+            '<span class="cairnq-badge cairnq-badge--no-handler" title="{}">{}</span>',
+            _("no handler in this deployment: no handler for this name is registered here, "
+              "so no worker of this deployment claims it."),
+            _("no handler"),
+        )
+    return format_html(
+        '<span class="cairnq-badge cairnq-badge--no-handler" title="{}">{}</span>',
+        _("No handler for this name is registered here, so no worker of this deployment claims it."),
+        _("no handler in this deployment"),
+    )
+
+
+def attempt_html(attempt: Any, max_attempts: Any) -> SafeString:
+    """The attempt count, a quiet line under the list's status badge."""
+    return format_html(
+        '<span class="cairnq-attempt">{} {} / {}</span>', _("attempt"), number_text(attempt), number_text(max_attempts)
     )

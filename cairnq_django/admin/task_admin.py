@@ -20,7 +20,7 @@ from django.utils.safestring import SafeString
 from django.utils.text import Truncator
 from django.utils.translation import gettext_lazy as _
 
-from .cells import TITLE_CHARS, clipped, error_line, id_text, text_of, when_text
+from .cells import TITLE_CHARS, attempt_html, clipped, no_handler_badge, status_html, task_html, when_text
 from .actions import cancel_one, cancel_tasks, retry_one, retry_tasks, retry_tasks_reset_attempts
 from .dashboard import dashboard
 from .filters import HandlerFilter, NameFilter, QueueFilter, StatusFilter
@@ -29,7 +29,7 @@ from .queue_controls import run_control
 from .preview import PreviewChangeList, compact_json, preview_from_head, with_payload_head
 from .values import EMPTY, number_text, odd_progress, pretty_json, progress_fraction, storable_text, time_text
 from ..conf import get_config
-from ..models import LIVE_STATUSES, Task, TaskKey, TaskStatus
+from ..models import LIVE_STATUSES, Task, TaskKey
 from ..tasks.registry import get_task
 
 PREVIEW_CHARS = 60
@@ -289,10 +289,7 @@ class TaskAdmin(admin.ModelAdmin):
     # Sorting by the task sorts by id, newest first by default, as the list is.
     @admin.display(description=_("task"), ordering="id")
     def task_cell(self, obj: Task) -> SafeString:
-        """The name, the id under it, and for a task with an error its type and message."""
-        line = error_line(obj.error)
-        error = clipped(line, "cairnq-list-error", PREVIEW_CHARS * 2) if line else ""
-        return format_html("{}{}{}", clipped(obj.name, "cairnq-name"), id_text(obj.pk), error)
+        return task_html(obj.name, obj.pk, obj.error)
 
     @admin.display(description=_("queue"), ordering="queue")
     def queue_cell(self, obj: Task) -> SafeString | str:
@@ -300,42 +297,16 @@ class TaskAdmin(admin.ModelAdmin):
 
     @admin.display(description=_("status"), ordering="status")
     def status_cell(self, obj: Task) -> SafeString:
-        """The status badge, a short "no handler" one beside it, and the attempt count under them."""
-        badge = self._status_only(obj)
+        badge = status_html(obj.status, obj.cancel_requested)
         if has_no_handler(obj):
-            badge = format_html(
-                '{} <span class="cairnq-badge cairnq-badge--no-handler" title="{}">{}</span>',
-                badge,
-                _("no handler in this deployment: no handler for this name is registered here, "
-                  "so no worker of this deployment claims it."),
-                _("no handler"),
-            )
-        return format_html(
-            '{}<span class="cairnq-attempt">{} {} / {}</span>',
-            badge,
-            _("attempt"),
-            number_text(obj.attempt),
-            number_text(obj.max_attempts),
-        )
-
-    def _status_only(self, obj: Task) -> SafeString:
-        if obj.cancel_requested:
-            return format_html(
-                '<span class="cairnq-badge cairnq-badge--cancel-requested">{}</span>', _("cancel requested")
-            )
-        label = TaskStatus(obj.status).label if obj.status in TaskStatus.values else text_of(obj.status) or EMPTY
-        return format_html('<span class="cairnq-badge cairnq-badge--{}">{}</span>', obj.status, label)
+            badge = format_html("{} {}", badge, no_handler_badge(short=True))
+        return format_html("{}{}", badge, attempt_html(obj.attempt, obj.max_attempts))
 
     @admin.display(description=_("status"), ordering="status")
     def status_badge(self, obj: Task) -> SafeString:
-        badge = self._status_only(obj)
+        badge = status_html(obj.status, obj.cancel_requested)
         if has_no_handler(obj):
-            badge = format_html(
-                '{} <span class="cairnq-badge cairnq-badge--no-handler" title="{}">{}</span>',
-                badge,
-                _("No handler for this name is registered here, so no worker of this deployment claims it."),
-                _("no handler in this deployment"),
-            )
+            badge = format_html("{} {}", badge, no_handler_badge(short=False))
         return badge
 
     @admin.display(description=_("attempt"))

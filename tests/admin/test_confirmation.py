@@ -39,7 +39,9 @@ def counts_table(html: str) -> list[tuple[str, str, str]]:
     return [
         (status, count, fate.strip())
         for status, count, fate in re.findall(
-            r'cairnq-badge--([a-z_]+)">[^<]*</span></td>\s*<td class="cairnq-num">([^<]*)</td>\s*<td>([^<]*)</td>', table
+            r'cairnq-badge--([a-z_]+)">[^<]*</span></td>\s*'
+            r'<td class="cairnq-num">([^<]*)</td>\s*<td>([^<]*)</td>',
+            table,
         )
     ]
 
