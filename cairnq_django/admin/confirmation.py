@@ -16,6 +16,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import django
 from django.contrib.admin import helpers
 from django.contrib.admin.utils import quote
 from django.db.models import QuerySet
@@ -153,6 +154,8 @@ def confirmation_page(
         "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
         "back_url": request.get_full_path(),
         "media": model_admin.media,
+        # Django 6's admin styles breadcrumbs as a list (<ol>); 5.2's as a <div>.
+        "breadcrumbs_as_list": django.VERSION >= (6, 0),
     }
     request.current_app = site
     return TemplateResponse(request, TEMPLATE, context)

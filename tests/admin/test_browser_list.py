@@ -143,6 +143,10 @@ def test_bulk_retry_confirms_and_history_shows_who(page: Any, live_server: Any, 
     counts = page.locator("#cairnq-confirm-counts tbody tr")
     assert counts.count() == 1 and "re-queued, attempts kept" in counts.inner_text()
     assert page.locator("#cairnq-confirm-list li").count() == 3
+    # The breadcrumbs use the markup of the running Django (a <div> on 5.2, an <ol> on 6), so they sit in their bar.
+    crumbs = page.locator(".breadcrumbs")
+    assert crumbs.locator("a").count() == 3
+    assert crumbs.evaluate("el => getComputedStyle(el).backgroundColor") != "rgba(0, 0, 0, 0)"
     shot(page, "confirm-bulk-retry")
 
     # "No, take me back" is a plain link to the same filtered list, and acts on nothing.
