@@ -12,12 +12,16 @@ import re
 from typing import Any
 
 import pytest
+from django.contrib.admin import site
 from django.contrib.admin.models import LogEntry
 from django.contrib.auth.models import User
+from django.db import connections
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from cairnq_django.admin import confirmation
+from cairnq_django.models import Task
 
 from . import make_task, staff_user, status_of
 from .test_actions import CHANGELIST, client_for, messages_of
@@ -151,3 +155,20 @@ def test_confirmation_needs_the_action_permission(store: Any, cairnq_db: Any) ->
     confirmed = first_post(viewer, "cancel_tasks", ids, post="yes")
     assert confirmed.status_code in (200, 302)
     assert [status_of(task_id)[0] for task_id in ids] == ["queued", "queued"]
+
+
+def test_select_across_confirmation_reads_bounded_rows(
+    store: Any, root: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every query the page makes of the task table carries a LIMIT: "select all" never reads the whole table."""
+    monkeypatch.setattr(confirmation, "COUNT_LIMIT", 10)
+    # More rows than a page: Django's list reads a single-page result without a LIMIT.
+    monkeypatch.setattr(site._registry[Task], "list_per_page", 5)
+    ids = [make_task(store, queue="bulk").id for _ in range(25)]
+    with CaptureQueriesContext(connections["default"]) as queries:
+        html = first_post(root, "cancel_tasks", [ids[0]], reverse(CHANGELIST) + "?queue=bulk", select_across="1")
+    assert 'id="cairnq-confirm"' in html.content.decode()
+    task_reads = [q["sql"] for q in queries.captured_queries if re.search(r'\bFROM\s+"cairnq_tasks"', q["sql"])]
+    unbounded = [sql for sql in task_reads if not re.search(r"\bLIMIT\s+\d+", sql)]
+    assert task_reads and not unbounded, unbounded
+    assert all("COUNT(" not in sql.upper() or "LIMIT" in sql.upper() for sql in task_reads)
