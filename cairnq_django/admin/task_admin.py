@@ -20,8 +20,8 @@ from django.utils.safestring import SafeString
 from django.utils.text import Truncator
 from django.utils.translation import gettext_lazy as _
 
-from .cells import TITLE_CHARS, attempt_html, clipped, no_handler_badge, status_html, task_html, when_text
 from .actions import cancel_one, cancel_tasks, retry_one, retry_tasks, retry_tasks_reset_attempts
+from .cells import TITLE_CHARS, attempt_html, clipped, no_handler_badge, status_html, task_html, when_text
 from .dashboard import dashboard
 from .filters import HandlerFilter, NameFilter, QueueFilter, StatusFilter
 from .paginator import EstimatedCountPaginator
@@ -326,9 +326,9 @@ class TaskAdmin(admin.ModelAdmin):
             return message
         fraction = progress_fraction(obj.progress)
         if fraction is None:
-            return format_html('<span class="cairnq-progress">{}</span>{}', odd_progress(obj.progress), message)
+            return format_html('<span class="cairnq-progress">{}</span> {}', odd_progress(obj.progress), message)
         return format_html(
-            '<span class="cairnq-progress"><progress max="1" value="{}">{}%</progress> {}%</span>{}',
+            '<span class="cairnq-progress"><progress max="1" value="{}">{}%</progress> {}%</span> {}',
             f"{fraction:.3f}",
             round(fraction * 100),
             round(fraction * 100),
