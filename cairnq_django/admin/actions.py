@@ -2,7 +2,9 @@
 
 Both go through the store's ``cancel_many`` / ``retry_many``, the same guarded
 statements the Python API uses, fed a bounded chunk of ids at a time: acting on
-10,000 selected tasks costs a few dozen statements, never one per row.
+10,000 selected tasks costs a few dozen statements, never one per row. Each
+chunk's changed rows go to the admin log in one INSERT (``audit``), and an
+action over more than one task asks first (``confirmation``).
 """
 
 from __future__ import annotations
@@ -16,9 +18,11 @@ from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotAllowed, HttpResponseRedirect
 from django.urls import reverse
-from django.utils.translation import gettext_lazy as _
-from django.utils.translation import ngettext
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy, ngettext
 
+from .audit import log_task_changes
+from .confirmation import CANCEL, RETRY, RETRY_RESET, confirmation_page, needs_confirmation
 from .values import storable_text
 from ..models import Task, TaskStatus
 from ..store import get_store
@@ -30,28 +34,38 @@ if TYPE_CHECKING:
 CHUNK_SIZE = 1000
 
 
-@admin.action(permissions=["cancel"], description=_("Cancel selected tasks"))
-def cancel_tasks(model_admin: TaskAdmin, request: HttpRequest, queryset: QuerySet[Task]) -> None:
-    """Cancel the selection (or every filtered row)."""
-    outcome = cancel_ids(id_chunks(queryset))
+@admin.action(permissions=["cancel"], description=gettext_lazy("Cancel selected tasks"))
+def cancel_tasks(model_admin: TaskAdmin, request: HttpRequest, queryset: QuerySet[Task]) -> HttpResponse | None:
+    """Cancel the selection (or every filtered row), once confirmed if it is more than one task."""
+    if needs_confirmation(request, queryset):
+        return confirmation_page(model_admin, request, queryset, CANCEL)
+    outcome = cancel_ids(id_chunks(queryset), logged_by=request.user.pk)
     _report(request, outcome, cancel_message(outcome))
+    return None
 
 
-@admin.action(permissions=["retry"], description=_("Retry selected tasks"))
-def retry_tasks(model_admin: TaskAdmin, request: HttpRequest, queryset: QuerySet[Task]) -> None:
+@admin.action(permissions=["retry"], description=gettext_lazy("Retry selected tasks"))
+def retry_tasks(model_admin: TaskAdmin, request: HttpRequest, queryset: QuerySet[Task]) -> HttpResponse | None:
     """Re-queue the failed and canceled tasks of the selection."""
-    _retry(request, queryset, reset_attempt=False)
+    return _retry(model_admin, request, queryset, reset_attempt=False)
 
 
-@admin.action(permissions=["retry"], description=_("Retry selected tasks, resetting attempts"))
-def retry_tasks_reset_attempts(model_admin: TaskAdmin, request: HttpRequest, queryset: QuerySet[Task]) -> None:
+@admin.action(permissions=["retry"], description=gettext_lazy("Retry selected tasks, resetting attempts"))
+def retry_tasks_reset_attempts(
+    model_admin: TaskAdmin, request: HttpRequest, queryset: QuerySet[Task]
+) -> HttpResponse | None:
     """Re-queue them with the attempt count back at zero."""
-    _retry(request, queryset, reset_attempt=True)
+    return _retry(model_admin, request, queryset, reset_attempt=True)
 
 
-def _retry(request: HttpRequest, queryset: QuerySet[Task], *, reset_attempt: bool) -> None:
-    outcome = retry_ids(id_chunks(queryset), reset_attempt=reset_attempt)
+def _retry(
+    model_admin: TaskAdmin, request: HttpRequest, queryset: QuerySet[Task], *, reset_attempt: bool
+) -> HttpResponse | None:
+    if needs_confirmation(request, queryset):
+        return confirmation_page(model_admin, request, queryset, RETRY_RESET if reset_attempt else RETRY)
+    outcome = retry_ids(id_chunks(queryset), reset_attempt=reset_attempt, logged_by=request.user.pk)
     _report(request, outcome, retry_message(outcome, reset_attempt=reset_attempt))
+    return None
 
 
 def id_chunks(queryset: QuerySet[Task], size: int = CHUNK_SIZE) -> Iterator[list[str]]:
@@ -89,24 +103,39 @@ class Outcome:
         return self.selected - self.changed_total
 
 
-def cancel_ids(chunks: Iterator[list[str]] | list[list[str]]) -> Outcome:
-    """Cancel every id, one ``cancel_many`` per chunk; count canceled vs cancel-requested."""
+def cancel_ids(chunks: Iterator[list[str]] | list[list[str]], *, logged_by: int | None = None) -> Outcome:
+    """Cancel every id, one ``cancel_many`` per chunk; count canceled vs cancel-requested.
+
+    With ``logged_by`` (a user's pk) each chunk's changed rows are written to
+    the admin log, one INSERT per chunk.
+    """
     store = get_store()
     outcome = Outcome(changed={"canceled": 0, "requested": 0})
     for ids in chunks:
         outcome.selected += len(ids)
+        entries = []
         for row in store.cancel_many(ids):
-            outcome.changed["requested" if row.status == TaskStatus.RUNNING else "canceled"] += 1
+            requested = row.status == TaskStatus.RUNNING
+            outcome.changed["requested" if requested else "canceled"] += 1
+            entries.append((row, _("Cancel requested.") if requested else _("Canceled.")))
+        if logged_by is not None:
+            log_task_changes(logged_by, entries)
     return outcome
 
 
-def retry_ids(chunks: Iterator[list[str]] | list[list[str]], *, reset_attempt: bool) -> Outcome:
-    """Re-queue every failed or canceled id, one ``retry_many`` per chunk."""
+def retry_ids(
+    chunks: Iterator[list[str]] | list[list[str]], *, reset_attempt: bool, logged_by: int | None = None
+) -> Outcome:
+    """Re-queue every failed or canceled id, one ``retry_many`` per chunk (logged as ``cancel_ids`` is)."""
     store = get_store()
     outcome = Outcome(changed={"queued": 0})
+    message = _("Re-queued, attempts reset.") if reset_attempt else _("Re-queued.")
     for ids in chunks:
         outcome.selected += len(ids)
-        outcome.changed["queued"] += len(store.retry_many(ids, reset_attempt=reset_attempt))
+        rows = store.retry_many(ids, reset_attempt=reset_attempt)
+        outcome.changed["queued"] += len(rows)
+        if logged_by is not None:
+            log_task_changes(logged_by, ((row, message) for row in rows))
     return outcome
 
 
@@ -175,7 +204,7 @@ def cancel_one(model_admin: TaskAdmin, request: HttpRequest, object_id: str) -> 
     if request.method != "POST":
         return HttpResponseNotAllowed(["POST"])
     _check_button(model_admin, request, object_id, model_admin.has_cancel_permission(request))
-    outcome = cancel_ids([[object_id]])
+    outcome = cancel_ids([[object_id]], logged_by=request.user.pk)
     _report(request, outcome, cancel_message(outcome))
     return _back_to_task(model_admin, object_id)
 
@@ -186,6 +215,6 @@ def retry_one(model_admin: TaskAdmin, request: HttpRequest, object_id: str) -> H
         return HttpResponseNotAllowed(["POST"])
     _check_button(model_admin, request, object_id, model_admin.has_retry_permission(request))
     reset_attempt = request.POST.get("reset_attempt") == "1"
-    outcome = retry_ids([[object_id]], reset_attempt=reset_attempt)
+    outcome = retry_ids([[object_id]], reset_attempt=reset_attempt, logged_by=request.user.pk)
     _report(request, outcome, retry_message(outcome, reset_attempt=reset_attempt))
     return _back_to_task(model_admin, object_id)

@@ -14,6 +14,8 @@ from cairnq_django.models import Task
 from cairnq_django.store import SubmitSpec
 
 WORKER = "worker_admin_tests"
+# A changelist row's task id: the title of the id under the name in its link column.
+ROW_ID = r'<th class="field-task_cell"><a href="[^"]*">(?:(?!</th>).)*?<span class="cairnq-id" title="([^"]*)"'
 ERROR = {"type": "ValueError", "code": "handler_error", "message": "boom", "retryable": False, "details": {}}
 _names = itertools.count()
 

@@ -23,7 +23,7 @@ from django.utils import formats, timezone
 from cairnq_django.admin import paginator
 from cairnq_django.models import Task
 
-from . import make_task, staff_user
+from . import ROW_ID, make_task, staff_user
 
 CHANGELIST = "admin:cairnq_task_changelist"
 
@@ -43,7 +43,7 @@ def superuser_client(cairnq_db: Any) -> Client:
 
 def row_ids(html: str) -> list[str]:
     """Return the task ids of the changelist rows, in page order."""
-    return re.findall(r'<th class="field-id"><a href="[^"]*">(task_[0-9A-Z]{26})</a>', html)
+    return re.findall(ROW_ID, html, re.S)
 
 
 def test_changelist_shows_columns_badges_and_local_times(store: Any, superuser_client: Client) -> None:
@@ -71,6 +71,27 @@ def test_changelist_shows_columns_badges_and_local_times(store: Any, superuser_c
     # Times are rendered in the active (user's) time zone, not UTC.
     assert created_local in html and created_utc not in html
     assert 'href="/static/cairnq/admin.css"' in html
+
+
+def test_list_columns_fit_and_clip_with_titles(store: Any, superuser_client: Client) -> None:
+    """The list keeps the columns chosen for a 1,400 px window; long values are whole in titles, empties "—"."""
+    long_name = "reports." + "monthly_statement_" * 8
+    failed = make_task(store, "failed", name=long_name, queue="q-" + "x" * 60)
+    queued = make_task(store)
+    html = superuser_client.get(reverse(CHANGELIST)).content.decode()
+    columns = re.findall(r'<th scope="col" class="[^"]*column-([a-z_]+)', html)
+    assert columns == ["task_cell", "queue_cell", "status_cell", "progress_bar", "created_display", "payload_preview"]
+    # Whole values stay in the page (the stylesheet clips them), with a title to hover.
+    assert f'<span class="cairnq-clip cairnq-name" title="{long_name}">{long_name}</span>' in html
+    assert f'title="q-{"x" * 60}"' in html
+    assert f'<span class="cairnq-id" title="{failed.id}"><span class="cairnq-id-head">{failed.id[:-6]}</span>' in html
+    # A failed task shows its error under its id; the envelope's type and message.
+    assert '<span class="cairnq-clip cairnq-list-error" title="ValueError: boom">ValueError: boom</span>' in html
+    # No progress reads "—", and no cell falls back to Django's "-".
+    queued_row = html[html.index(f'title="{queued.id}"') :]
+    queued_row = queued_row[: queued_row.index("</tr>")]
+    assert '<td class="field-progress_bar">—</td>' in queued_row
+    assert ">-<" not in html[html.index('id="result_list"') : html.index("</table>")]
 
 
 def test_changelist_is_newest_first(store: Any, superuser_client: Client) -> None:

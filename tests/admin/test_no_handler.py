@@ -19,7 +19,7 @@ from django.urls import reverse
 
 from cairnq_django.tasks.registry import get_task
 
-from . import make_task
+from . import ROW_ID, make_task
 
 CHANGELIST = "admin:cairnq_task_changelist"
 FLAG = "cairnq-badge--no-handler"
@@ -49,8 +49,7 @@ def tasks(store: Any) -> dict[str, str]:
 def rows(html: str) -> list[tuple[str, str]]:
     """Return (task id, status cell html) per changelist row."""
     return re.findall(
-        r'<th class="field-id"><a href="[^"]*">(task_[0-9A-Z]{26})</a></th>.*?'
-        r'<td class="field-status_badge">(.*?)</td>',
+        ROW_ID + r'.*?<td class="field-status_cell">(.*?)</td>',
         html,
         flags=re.S,
     )

@@ -29,10 +29,11 @@ from cairnq_django.conf import get_config
 from cairnq_django.models import Task
 from cairnq_django.store import SubmitSpec
 
+from . import ROW_ID
+
 CHANGELIST = "admin:cairnq_task_changelist"
 ROW = re.compile(
-    r'<th class="field-id"><a href="[^"]*">(task_[0-9A-Z]{26})</a></th>'
-    r'.*?<td class="field-payload_preview"><code class="cairnq-preview">(.*?)</code></td>',
+    ROW_ID + r'.*?<td class="field-payload_preview"><code class="cairnq-preview"[^>]*>(.*?)</code></td>',
     re.DOTALL,
 )
 

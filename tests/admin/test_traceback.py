@@ -9,6 +9,7 @@ another shape.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -83,3 +84,16 @@ def test_a_long_traceback_is_cut(store: Any, root: Client) -> None:
     shown = html.index('id="cairnq-traceback">') + len('id="cairnq-traceback">')
     assert html.index("</pre>", shown) - shown == 100_000
     assert "the whole traceback is in the error envelope below" in html
+
+
+def test_error_comes_before_payload_and_result(store: Any, root: Client) -> None:
+    """A task with an error shows its envelope first in the Data section; one without keeps payload first."""
+    failed = detail(root, failed_with(store, {"traceback": TRACEBACK}))
+    order = [failed.index(f"field-{field}_pretty") for field in ("error", "payload", "result")]
+    assert order == sorted(order)
+    assert failed.index('id="cairnq-error-summary"') < failed.index('class="form-row')
+    done = detail(root, make_task(store, "succeeded").id)
+    assert "cairnq-error-summary" not in done
+    assert done.index("field-payload_pretty") < done.index("field-result_pretty") < done.index("field-error_pretty")
+    # An empty field reads "—", not Django's "-".
+    assert re.search(r'field-correlation_id.*?<div class="readonly">—</div>', done, re.S)

@@ -200,7 +200,8 @@ def test_f26_admin_abuse(cairnq_db: Any, figures: dict[str, Any]) -> None:
     cq.submit_many([("demo.bulk", {})] * n, queue="bulk")
     with CaptureQueriesContext(connections["default"]) as queries:
         loose.post(changelist + "?queue=bulk",
-                   {"action": "cancel_tasks", "_selected_action": [queued], "select_across": "1", "index": "0"})
+                   {"action": "cancel_tasks", "_selected_action": [queued], "select_across": "1", "index": "0",
+                    "post": "yes"})
     assert Task.objects.filter(queue="bulk", status="canceled").count() == n
     updates = [q for q in queries.captured_queries if re.search(r"\bUPDATE\s+cairnq_tasks\b", q["sql"])]
     assert len(updates) == -(-n // 1000)  # one statement per 1000 ids, never one per row
