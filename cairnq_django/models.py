@@ -8,6 +8,7 @@ alter or drop them: ``managed = False`` keeps Django's schema editor away, and
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Sequence
 from typing import Any
 
 from django.db import models
@@ -273,25 +274,6 @@ class FleetStart(models.Model):
         ]
 
 
-class WorkerQuerySet(models.QuerySet["Worker"]):
-    # A worker that has not refreshed its row for this many of its own
-    # heartbeat intervals is shown as lost (two beats may be missed, as a lease allows).
-    LOST_AFTER_BEATS = 3
-
-    def stopped(self) -> WorkerQuerySet:
-        return self.filter(stopped_at_ms__isnull=False)
-
-    def live(self, now_ms: int) -> WorkerQuerySet:
-        return self.filter(stopped_at_ms__isnull=True).alias(
-            lost_at=models.F("last_seen_at_ms") + self.LOST_AFTER_BEATS * models.F("heartbeat_interval_ms")
-        ).filter(lost_at__gte=now_ms)
-
-    def lost(self, now_ms: int) -> WorkerQuerySet:
-        return self.filter(stopped_at_ms__isnull=True).alias(
-            lost_at=models.F("last_seen_at_ms") + self.LOST_AFTER_BEATS * models.F("heartbeat_interval_ms")
-        ).filter(lost_at__lt=now_ms)
-
-
 class WorkerState(models.TextChoices):
     # Refreshed its row within the last three heartbeat intervals.
     LIVE = "live", _("Live")
@@ -299,6 +281,43 @@ class WorkerState(models.TextChoices):
     LOST = "lost", _("Lost")
     # Stopped cleanly (drained and wrote its last word).
     STOPPED = "stopped", _("Stopped")
+
+
+class WorkerQuerySet(models.QuerySet["Worker"]):
+    # A worker that has not refreshed its row for this many of its own
+    # heartbeat intervals is shown as lost (two beats may be missed, as a lease allows).
+    LOST_AFTER_BEATS = 3
+
+    def with_state(self, now_ms: int) -> WorkerQuerySet:
+        """Annotate ``state_now``: live, lost or stopped as of ``now_ms`` (the store's clock)."""
+        # bigint: as an int4 expression, Django would judge "< now_ms" out of
+        # range and fold the comparison away on PostgreSQL.
+        lost_at = models.ExpressionWrapper(
+            models.F("last_seen_at_ms") + self.LOST_AFTER_BEATS * models.F("heartbeat_interval_ms"),
+            output_field=models.BigIntegerField(),
+        )
+        return self.alias(lost_at=lost_at).annotate(
+            state_now=models.Case(
+                models.When(stopped_at_ms__isnull=False, then=models.Value(WorkerState.STOPPED.value)),
+                models.When(lost_at__lt=now_ms, then=models.Value(WorkerState.LOST.value)),
+                default=models.Value(WorkerState.LIVE.value),
+                output_field=models.CharField(),
+            )
+        )
+
+    def stopped(self) -> WorkerQuerySet:
+        return self.filter(stopped_at_ms__isnull=False)
+
+    def in_states(self, states: Sequence[str]) -> WorkerQuerySet:
+        """Keep rows whose ``state_now`` (see ``with_state``) is one of ``states``."""
+        # By keyword dict: the type checker's plugin does not see annotations.
+        return self.filter(**{"state_now__in": list(states)})
+
+    def live(self, now_ms: int) -> WorkerQuerySet:
+        return self.with_state(now_ms).in_states([WorkerState.LIVE])
+
+    def lost(self, now_ms: int) -> WorkerQuerySet:
+        return self.with_state(now_ms).in_states([WorkerState.LOST])
 
 
 class Worker(models.Model):

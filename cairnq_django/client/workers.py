@@ -102,7 +102,6 @@ def workers(*, include_lost: bool = False, include_stopped: bool = False) -> lis
     """
     store = get_store()
     now_ms = store.now_ms()
-    rows = _model().objects.using(store.alias).order_by("started_at_ms", "id")
-    wanted = {"live"} | ({"lost"} if include_lost else set()) | ({"stopped"} if include_stopped else set())
-    found = (info(row, now_ms) for row in rows)
-    return [worker for worker in found if worker.state in wanted]
+    wanted = ["live"] + (["lost"] if include_lost else []) + (["stopped"] if include_stopped else [])
+    rows = _model().objects.using(store.alias).with_state(now_ms).in_states(wanted)
+    return [info(row, now_ms) for row in rows.order_by("started_at_ms", "id")]
