@@ -101,7 +101,10 @@ class WorkerAdmin(admin.ModelAdmin):
             _("Serves"),
             {"fields": ("queues_text", "names_text", "concurrency", "resources_text", "global_resources_text")},
         ),
-        (_("Heartbeat"), {"fields": ("heartbeat_interval_ms", "started_display", "last_seen_display", "stopped_display")}),
+        (
+            _("Heartbeat"),
+            {"fields": ("heartbeat_interval_ms", "started_display", "last_seen_display", "stopped_display")},
+        ),
         (_("Work"), {"fields": ("in_flight", "throughput", "running_tasks")}),
     )
 

@@ -174,7 +174,8 @@ def test_worker_page_lists_its_running_tasks(store: Any, superuser_client: Clien
     assert 'name="_save"' not in html
     # Read-only: no add, change or delete.
     assert superuser_client.get(reverse("admin:cairnq_worker_add")).status_code == 403
-    assert superuser_client.post(reverse("admin:cairnq_worker_delete", args=[WORKER]), {"post": "yes"}).status_code == 403
+    delete = reverse("admin:cairnq_worker_delete", args=[WORKER])
+    assert superuser_client.post(delete, {"post": "yes"}).status_code == 403
     assert Worker.objects.filter(pk=WORKER).exists()
 
 
