@@ -104,7 +104,7 @@ class Heartbeat:
         except DatabaseError as exc:
             if not failing:
                 logger.error(
-                    "heartbeat failed for %d task(s), retrying: %s",
+                    "heartbeat failed (%d task(s) in flight), retrying: %s",
                     len(attempts),
                     exc,
                 )
