@@ -347,6 +347,8 @@ class Worker(models.Model):
     in_flight = models.IntegerField(_("in flight"), default=0)
     succeeded = models.BigIntegerField(_("succeeded"), default=0)
     failed = models.BigIntegerField(_("failed"), default=0)
+    # Attempts ended per minute over about the last minute, as the worker measured it.
+    per_minute = models.FloatField(_("attempts per minute"), default=0.0)
 
     objects = WorkerQuerySet.as_manager()
 

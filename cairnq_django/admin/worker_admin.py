@@ -66,6 +66,7 @@ class WorkerAdmin(admin.ModelAdmin):
         "in_flight",
         "succeeded",
         "failed",
+        "per_minute",
         "version",
         "started_display",
         "last_seen_display",
@@ -167,13 +168,15 @@ class WorkerAdmin(admin.ModelAdmin):
         ended = obj.succeeded + obj.failed
         minutes = max(obj.last_seen_at_ms - obj.started_at_ms, 1) / 60_000
         return format_html(
-            "{} {} · {} {} · {} {}",
+            "{} {} · {} {} · {} {} · {} {}",
+            f"{obj.per_minute:.1f}",
+            _("attempts per minute over the last minute"),
+            f"{ended / minutes:.1f}",
+            _("per minute since start-up"),
             number_text(obj.succeeded),
             _("succeeded"),
             number_text(obj.failed),
             _("failed or retried"),
-            f"{ended / minutes:.1f}",
-            _("attempts per minute since start-up"),
         )
 
     @admin.display(description=_("running tasks"))

@@ -44,6 +44,7 @@ class WorkerInfo:
     in_flight: int
     succeeded: int
     failed: int
+    per_minute: float
 
     def as_json(self) -> dict[str, Any]:
         """Return a JSON-ready dict (times as ISO 8601 text)."""
@@ -90,6 +91,7 @@ def info(row: Worker, now_ms: int) -> WorkerInfo:
         in_flight=row.in_flight,
         succeeded=row.succeeded,
         failed=row.failed,
+        per_minute=row.per_minute,
     )
 
 

@@ -29,6 +29,7 @@ class Migration(migrations.Migration):
                 ('in_flight', models.IntegerField(default=0, verbose_name='in flight')),
                 ('succeeded', models.BigIntegerField(default=0, verbose_name='succeeded')),
                 ('failed', models.BigIntegerField(default=0, verbose_name='failed')),
+                ('per_minute', models.FloatField(default=0.0, verbose_name='attempts per minute')),
             ],
             options={
                 'verbose_name': 'worker',

@@ -88,10 +88,12 @@ class WorkerRecord:
     global_resources: dict[str, int]
     version: str
     heartbeat_interval_ms: int
-    # As of this beat: tasks in flight, attempts ended since start-up.
+    # As of this beat: tasks in flight, attempts ended since start-up, and
+    # attempts ended per minute over about the last minute.
     in_flight: int = 0
     succeeded: int = 0
     failed: int = 0
+    per_minute: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -516,6 +516,7 @@ class SQLStore(Store):
             "in_flight": worker.in_flight,
             "succeeded": worker.succeeded,
             "failed": worker.failed,
+            "per_minute": float(worker.per_minute),
         }
 
     def _beat_rows(self, params: dict[str, Any]) -> builtins.list[dict[str, Any]]:
@@ -531,6 +532,7 @@ class SQLStore(Store):
 
     def stop_worker(self, worker: WorkerRecord) -> bool:
         params = {"worker_id": worker.worker_id, "succeeded": worker.succeeded, "failed": worker.failed}
+        # stop_worker.sql zeroes the in-flight count and the rate: a stopped worker runs nothing.
         return bool(self._run(lambda: self._rows("stop_worker", params)))
 
     def prune_workers(self, keep_ms: int) -> int:

@@ -11,6 +11,8 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from functools import lru_cache
@@ -21,6 +23,10 @@ from django.db import Error as DatabaseError
 from ..store.base import Store, WorkerRecord
 
 logger = logging.getLogger("cairnq_django.worker")
+
+# The window the reported rate covers: the counters as of the beats of about
+# the last minute (one beat older than that is kept as its start).
+RATE_WINDOW_S = 60.0
 
 
 @lru_cache(maxsize=1)
@@ -61,10 +67,28 @@ class Presence:
         )
         # (in flight, succeeded, failed), read at each beat.
         self.counters = counters
+        # (monotonic time, attempts ended) at each beat within the window.
+        self._samples: deque[tuple[float, int]] = deque()
 
     def record(self) -> WorkerRecord:
+        """Return the row as of now; each call is a beat's sample for the rate."""
         in_flight, succeeded, failed = self.counters()
-        return replace(self.fixed, in_flight=in_flight, succeeded=succeeded, failed=failed)
+        return replace(
+            self.fixed,
+            in_flight=in_flight,
+            succeeded=succeeded,
+            failed=failed,
+            per_minute=self._rate(time.monotonic(), succeeded + failed),
+        )
+
+    def _rate(self, now: float, ended: int) -> float:
+        """Attempts ended per minute since the oldest sample of the window (0 at the first)."""
+        samples = self._samples
+        samples.append((now, ended))
+        while len(samples) > 1 and samples[1][0] <= now - RATE_WINDOW_S:
+            samples.popleft()
+        since, before = samples[0]
+        return 0.0 if now <= since else round((ended - before) * 60 / (now - since), 2)
 
     def stop(self, store: Store) -> None:
         """Stamp the row stopped; a failure is logged (the row then turns lost, then is pruned)."""

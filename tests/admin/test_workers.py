@@ -46,6 +46,7 @@ def register(store: Any, worker_id: str, *, seen_ago_ms: int = 0, stopped: bool 
         in_flight=1,
         succeeded=7,
         failed=2,
+        per_minute=12.5,
     )
     store.worker_beat(record, [], 30_000)
     if stopped:
@@ -85,10 +86,10 @@ def test_workers_lists_live_ones_unless_asked(three: dict[str, Worker]) -> None:
     (live,) = cairnq.workers()
     assert live.queues == ("default", "mail") and live.names == ("demo.noop",)
     assert live.concurrency == 4 and dict(live.resources) == {"gpu": 1} and live.host == "host-a"
-    assert (live.in_flight, live.succeeded, live.failed, live.version) == (1, 7, 2, "0.1.0")
+    assert (live.in_flight, live.succeeded, live.failed, live.per_minute, live.version) == (1, 7, 2, 12.5, "0.1.0")
     assert live.stopped_at is None and live.started_at <= live.last_seen_at
     (stopped,) = [w for w in cairnq.workers(include_stopped=True) if w.state == "stopped"]
-    assert stopped.stopped_at is not None and stopped.in_flight == 0
+    assert stopped.stopped_at is not None and stopped.in_flight == 0 and stopped.per_minute == 0
 
 
 def test_a_worker_is_lost_only_after_three_beats(store: Any) -> None:
@@ -128,7 +129,7 @@ def test_stats_workers_prints_live_and_lost_ones(three: dict[str, Worker]) -> No
     assert set(body) == {"worker_live", "worker_lost"}
     assert body["worker_live"][1:5] == ["live", "host-a", "4242", "default,mail"]
     assert body["worker_lost"][1] == "lost"
-    assert body["worker_live"][-4:] == ["4", "1", "7", "2"]
+    assert body["worker_live"][-5:] == ["4", "1", "7", "2", "12.5"]
     assert "worker_stopped" in run("cairnq_stats", "--workers", "--all")
     assert set(run("cairnq_stats", "--workers", "--queue", "mail").split()) >= {"worker_live", "worker_lost"}
     assert "worker_" not in run("cairnq_stats", "--workers", "--queue", "other")
@@ -170,7 +171,7 @@ def test_worker_page_lists_its_running_tasks(store: Any, superuser_client: Clien
     html = response.content.decode()
     assert f'<a href="{reverse("admin:cairnq_task_change", args=[mine.id])}">{mine.id}</a>' in html
     assert done.id not in html
-    assert "attempts per minute since start-up" in html and "host-a" in html
+    assert "12.5 attempts per minute over the last minute" in html and "host-a" in html
     assert 'name="_save"' not in html
     # Read-only: no add, change or delete.
     assert superuser_client.get(reverse("admin:cairnq_worker_add")).status_code == 403

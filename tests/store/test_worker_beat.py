@@ -50,11 +50,12 @@ def test_beat_renews_like_heartbeat_batch_and_refreshes_the_row(store: Store) ->
     assert (row.queues, row.resources, row.global_resources) == (["default"], {"gpu": 1}, {"openai": 2})
     assert row.version == "9.9"
     time.sleep(0.01)
-    beats = store.worker_beat(dataclasses.replace(RECORD, in_flight=2, succeeded=5, failed=1), [a, b, c], 60_000)
+    counted = dataclasses.replace(RECORD, in_flight=2, succeeded=5, failed=1, per_minute=3.5)
+    beats = store.worker_beat(counted, [a, b, c], 60_000)
     assert set(beats) == {a, b} and beats[a] is None and beats[b] is not None
     again = Worker.objects.get(pk="w1")
     assert again.last_seen_at_ms > row.last_seen_at_ms and again.started_at_ms == row.started_at_ms
-    assert (again.in_flight, again.succeeded, again.failed) == (2, 5, 1)
+    assert (again.in_flight, again.succeeded, again.failed, again.per_minute) == (2, 5, 1, 3.5)
     # Another worker's beat renews none of w1's leases but registers itself.
     assert store.worker_beat(dataclasses.replace(RECORD, worker_id="w2"), [a], 60_000) == {}
     assert Worker.objects.filter(pk="w2").exists()

@@ -21,7 +21,7 @@ from django.db import connection
 
 import cairnq_django as cairnq
 from cairnq_django.models import Task, Worker
-from cairnq_django.worker.presence import package_version
+from cairnq_django.worker.presence import RATE_WINDOW_S, Presence, package_version
 
 from .conftest import WorkerProcess, wait_until
 
@@ -115,6 +115,8 @@ def test_at_most_one_row_write_per_beat(cairnq_db: Any, start_worker: Any, row_w
     # Part of the time busy, part idle: the count must not depend on it.
     task = cairnq.submit("demo.sleep", {"ms": 1000})
     wait_until(lambda: Task.objects.get(pk=task.id).status == "succeeded", 15, what="task done")
+    wait_until(lambda: Worker.objects.get(pk=row.id).succeeded == 1, 10, what="the success counted")
+    assert Worker.objects.get(pk=row.id).per_minute > 0
     time.sleep(1.0)
     worker.signal(signal.SIGTERM)
     assert worker.wait(30) == 0
@@ -181,3 +183,19 @@ def test_rows_of_long_gone_workers_are_pruned(cairnq_db: Any, start_worker: Any)
     # The pruning worker's own row is fresh, so it stays.
     assert list(Worker.objects.values_list("id", flat=True)) == [keeper_row.id]
     assert "pruned" in keeper.output() and "worker registry row" in keeper.output()
+
+
+def test_the_rate_covers_about_the_last_minute() -> None:
+    ended = [0]
+    presence = Presence(
+        "w", queues=["q"], names=[], concurrency=1, resources={}, global_resources={},
+        heartbeat_interval_ms=1_000, counters=lambda: (0, ended[0], 0),
+    )
+    assert presence._rate(0.0, 0) == 0.0  # the registration: nothing measured yet
+    assert presence._rate(30.0, 30) == 60.0  # 30 in half a minute
+    assert presence._rate(60.0, 60) == 60.0
+    # The window moves: what ended before its start no longer counts.
+    assert presence._rate(90.0, 60) == 30.0  # since 30.0: 30 in a minute
+    assert presence._rate(90.0 + RATE_WINDOW_S, 60) == 0.0
+    ended[0] = 65
+    assert presence.record().succeeded == 65

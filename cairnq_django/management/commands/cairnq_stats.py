@@ -83,7 +83,7 @@ class Command(BaseCommand):
             self.stdout.write("no workers")
             return
         header = ["worker", "state", "host", "pid", "queues", "version", "last seen",
-                  "concurrency", "in flight", "succeeded", "failed"]
+                  "concurrency", "in flight", "succeeded", "failed", "per min"]
         self._table(header, [_worker_line(worker) for worker in found], left=7)
 
 
@@ -100,4 +100,5 @@ def _worker_line(worker: WorkerInfo) -> list[str]:
         str(worker.in_flight),
         str(worker.succeeded),
         str(worker.failed),
+        f"{worker.per_minute:.1f}",
     ]

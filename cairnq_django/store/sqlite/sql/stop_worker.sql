@@ -4,6 +4,7 @@ UPDATE cairnq_django_worker
 SET stopped_at_ms = %(now)s,
     last_seen_at_ms = %(now)s,
     in_flight = 0,
+    per_minute = 0,
     succeeded = %(succeeded)s,
     failed = %(failed)s
 WHERE id = %(worker_id)s
