@@ -190,3 +190,17 @@ def test_task_page_links_to_its_worker(store: Any, superuser_client: Client) -> 
     register(store, WORKER)
     html = superuser_client.get(page).content.decode()
     assert f'<a href="{worker_url}">{WORKER}</a>' in html
+
+
+def test_dashboard_counts_live_workers_per_queue(
+    store: Any, three: dict[str, Worker], superuser_client: Client
+) -> None:
+    make_task(store, queue="default")
+    make_task(store, queue="mail")
+    make_task(store, queue="video")
+    register(store, "worker_video", queues=["video"])
+    response = superuser_client.get(reverse("admin:cairnq_task_dashboard"))
+    rows = {row.queue: row.live_workers for row in response.context["rows"]}
+    # The lost and the stopped worker serve default and mail too, and do not count.
+    assert rows == {"default": 1, "mail": 1, "video": 1}
+    assert f'{reverse("admin:cairnq_worker_changelist")}?state=live' in response.content.decode()
