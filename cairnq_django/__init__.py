@@ -32,6 +32,7 @@ from .client.async_api import (
     asubmit_many,
     await_task,
     await_task_by_key,
+    aworkers,
 )
 from .client.async_api import alist_tasks as alist
 from .client.queries import (
@@ -51,6 +52,7 @@ from .client.queries import list_tasks as list
 from .client.pauses import pause_queue, paused_queues, resume_queue
 from .client.submit import submit, submit_many
 from .client.wait import TaskRef, call, wait, wait_by_key
+from .client.workers import WorkerInfo, workers
 from .exceptions import (
     AlreadyExists,
     CairnQError,
@@ -119,6 +121,8 @@ __all__ = [
     "pause_queue",
     "resume_queue",
     "paused_queues",
+    # workers
+    "workers",
     # wait
     "wait",
     "wait_by_key",
@@ -141,12 +145,14 @@ __all__ = [
     "apause_queue",
     "aresume_queue",
     "apaused_queues",
+    "aworkers",
     "await_task",
     "await_task_by_key",
     "acall",
     # types
     "Task",
     "TaskRef",
+    "WorkerInfo",
     "TaskStatus",
     "QueuePause",
     "task",

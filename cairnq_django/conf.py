@@ -75,6 +75,8 @@ DEFAULTS: dict[str, Any] = {
     # How often a worker looks for queued tasks in its queues that none of its
     # handlers serves, and warns once per name; None turns the check off.
     "UNSERVED_CHECK_INTERVAL_MS": 60_000,
+    # How long a stopped or lost worker's registry row is kept after it was last seen.
+    "WORKER_KEEP_MS": 86_400_000,
     # A submit naming a task no installed app declares: "raise" UnknownTask,
     # "warn" (UnknownTaskWarning, then enqueue) or "allow".
     "UNKNOWN_TASKS": "raise",
@@ -136,6 +138,7 @@ NUMBERS: dict[str, tuple[bounds.IntRange, bool]] = {
     "SQLITE_BUSY_TIMEOUT_MS": (bounds.WAIT_MS, False),
     "RETENTION_INTERVAL_MS": (bounds.TIMER_MS, False),
     "UNSERVED_CHECK_INTERVAL_MS": (bounds.TIMER_MS, True),
+    "WORKER_KEEP_MS": (bounds.KEEP_MS, False),
 }
 
 

@@ -8,6 +8,7 @@ alter or drop them: ``managed = False`` keeps Django's schema editor away, and
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Sequence
 from typing import Any
 
 from django.db import models
@@ -271,3 +272,110 @@ class FleetStart(models.Model):
             models.Index(fields=["task_id"], name="cairnq_django_start_task_idx"),
             models.Index(fields=["scope", "limit_key", "started_at_ms"], name="cairnq_django_start_window_idx"),
         ]
+
+
+class WorkerState(models.TextChoices):
+    # Refreshed its row within the last three heartbeat intervals.
+    LIVE = "live", _("Live")
+    # Stopped refreshing without saying so: killed, hung, or cut off from the database.
+    LOST = "lost", _("Lost")
+    # Stopped cleanly (drained and wrote its last word).
+    STOPPED = "stopped", _("Stopped")
+
+
+class WorkerQuerySet(models.QuerySet["Worker"]):
+    # A worker that has not refreshed its row for this many of its own
+    # heartbeat intervals is shown as lost (two beats may be missed, as a lease allows).
+    LOST_AFTER_BEATS = 3
+
+    def with_state(self, now_ms: int) -> WorkerQuerySet:
+        """Annotate ``state_now``: live, lost or stopped as of ``now_ms`` (the store's clock)."""
+        # bigint: as an int4 expression, Django would judge "< now_ms" out of
+        # range and fold the comparison away on PostgreSQL.
+        lost_at = models.ExpressionWrapper(
+            models.F("last_seen_at_ms") + self.LOST_AFTER_BEATS * models.F("heartbeat_interval_ms"),
+            output_field=models.BigIntegerField(),
+        )
+        return self.alias(lost_at=lost_at).annotate(
+            state_now=models.Case(
+                models.When(stopped_at_ms__isnull=False, then=models.Value(WorkerState.STOPPED.value)),
+                models.When(lost_at__lt=now_ms, then=models.Value(WorkerState.LOST.value)),
+                default=models.Value(WorkerState.LIVE.value),
+                output_field=models.CharField(),
+            )
+        )
+
+    def stopped(self) -> WorkerQuerySet:
+        return self.filter(stopped_at_ms__isnull=False)
+
+    def in_states(self, states: Sequence[str]) -> WorkerQuerySet:
+        """Keep rows whose ``state_now`` (see ``with_state``) is one of ``states``."""
+        # By keyword dict: the type checker's plugin does not see annotations.
+        return self.filter(**{"state_now__in": list(states)})
+
+    def live(self, now_ms: int) -> WorkerQuerySet:
+        return self.with_state(now_ms).in_states([WorkerState.LIVE])
+
+    def lost(self, now_ms: int) -> WorkerQuerySet:
+        return self.with_state(now_ms).in_states([WorkerState.LOST])
+
+
+class Worker(models.Model):
+    """One ``cairnq_worker`` process, as it registered itself and last refreshed itself.
+
+    The worker inserts the row at start-up, refreshes ``last_seen_at_ms`` (and
+    its counters) with each heartbeat, and stamps ``stopped_at_ms`` when it
+    stops cleanly; housekeeping deletes rows not seen for
+    ``CAIRNQ["WORKER_KEEP_MS"]``. Workers of the other SDKs do not register.
+    """
+
+    # The id the worker leases tasks under (cairnq_tasks.worker_id).
+    id = models.CharField(_("worker id"), primary_key=True, max_length=255)
+    host = models.CharField(_("host"), max_length=255)
+    pid = models.IntegerField(_("pid"))
+    queues = models.JSONField(_("queues"), default=list)
+    names = models.JSONField(_("names served"), default=list)
+    concurrency = models.IntegerField(_("concurrency"))
+    resources = models.JSONField(_("resources"), default=dict)
+    global_resources = models.JSONField(_("global resources"), default=dict)
+    version = models.CharField(_("version"), max_length=64, blank=True, default="")
+    heartbeat_interval_ms = models.IntegerField(_("heartbeat interval (ms)"))
+    started_at_ms = models.BigIntegerField(_("started at (ms)"))
+    last_seen_at_ms = models.BigIntegerField(_("last seen at (ms)"))
+    stopped_at_ms = models.BigIntegerField(_("stopped at (ms)"), null=True, blank=True)
+    # As of the last refresh: calls' tasks in flight, attempts ended since start-up.
+    in_flight = models.IntegerField(_("in flight"), default=0)
+    succeeded = models.BigIntegerField(_("succeeded"), default=0)
+    failed = models.BigIntegerField(_("failed"), default=0)
+    # Attempts ended per minute over about the last minute, as the worker measured it.
+    per_minute = models.FloatField(_("attempts per minute"), default=0.0)
+
+    objects = WorkerQuerySet.as_manager()
+
+    class Meta:
+        db_table = "cairnq_django_worker"
+        verbose_name = _("worker")
+        verbose_name_plural = _("workers")
+        default_permissions = ("view",)
+
+    def __str__(self) -> str:
+        return self.id
+
+    def state(self, now_ms: int) -> WorkerState:
+        """Return live, lost or stopped as of ``now_ms`` (the store's clock)."""
+        if self.stopped_at_ms is not None:
+            return WorkerState.STOPPED
+        lost_at = self.last_seen_at_ms + WorkerQuerySet.LOST_AFTER_BEATS * self.heartbeat_interval_ms
+        return WorkerState.LIVE if lost_at >= now_ms else WorkerState.LOST
+
+    @property
+    def started_at(self) -> dt.datetime | None:
+        return ms_to_datetime(self.started_at_ms)
+
+    @property
+    def last_seen_at(self) -> dt.datetime | None:
+        return ms_to_datetime(self.last_seen_at_ms)
+
+    @property
+    def stopped_at(self) -> dt.datetime | None:
+        return ms_to_datetime(self.stopped_at_ms)

@@ -147,6 +147,8 @@ def test_lease_shorter_than_three_heartbeats_is_e004(config: dict[str, Any], exp
         {"MAX_QUEUE_WAIT_MS": -1},
         {"SQLITE_BUSY_TIMEOUT_MS": None},
         {"RETENTION_INTERVAL_MS": 0},
+        {"WORKER_KEEP_MS": 0},
+        {"WORKER_KEEP_MS": None},
     ],
 )
 def test_bad_numbers_are_e006(config: dict[str, Any]) -> None:

@@ -259,6 +259,7 @@ PUBLIC_NAMES = sorted(
     await_task await_task_by_key call cancel cancel_by_key get get_by_key get_status get_status_by_key
     list purge queue_depth retry retry_by_key stats submit submit_many task wait wait_by_key
     QueuePause pause_queue resume_queue paused_queues apause_queue aresume_queue apaused_queues
+    WorkerInfo workers aworkers
     """.split()
 )
 
@@ -273,7 +274,7 @@ def test_public_names_are_pinned() -> None:
 def test_async_twins_exist_for_every_sync_function() -> None:
     sync = {"submit", "submit_many", "get", "get_by_key", "get_status", "get_status_by_key", "list", "stats",
             "queue_depth", "cancel", "cancel_by_key", "retry", "retry_by_key", "purge", "call",
-            "pause_queue", "resume_queue", "paused_queues"}
+            "pause_queue", "resume_queue", "paused_queues", "workers"}
     for name in sync:
         assert "a" + name in cairnq_django.__all__, name
     assert {"await_task", "await_task_by_key"} <= set(cairnq_django.__all__)

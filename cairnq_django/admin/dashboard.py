@@ -16,7 +16,9 @@ from django.utils.translation import gettext as _
 from .queue_controls import ShownControl, shown_controls
 from .values import EMPTY, odd_time, stored_datetime
 from ..client import pauses
-from ..models import LIVE_STATUSES, TERMINAL_STATUSES, QueueDashboard, QueuePause, Task, TaskStatus, ms_to_datetime
+from ..models import (
+    LIVE_STATUSES, TERMINAL_STATUSES, QueueDashboard, QueuePause, Task, TaskStatus, Worker, ms_to_datetime,
+)
 from ..store import get_store
 
 if TYPE_CHECKING:
@@ -39,6 +41,8 @@ class QueueRow:
     leases_expiring: int = 0
     leases_expired: int = 0
     failed_last_hour: int = 0
+    # Registered workers of this app serving the queue and refreshed lately (the registry).
+    live_workers: int = 0
     oldest_queued_age: str = "—"
     oldest_due_age: str = "—"
     # The pause in force (None: the queue is active), and the controls this user sees on the card.
@@ -68,6 +72,11 @@ def queue_rows(now_ms: int, alias: str) -> list[QueueRow]:
 
     for pause in pauses.paused_queues():
         row(pause.queue).pause = pause
+    # A few rows at most (one per running worker process), read whole.
+    for queues in Worker.objects.using(alias).live(now_ms).values_list("queues", flat=True):
+        for queue in queues or ():
+            if queue in rows:
+                rows[queue].live_workers += 1
 
     queued = (
         tasks.filter(status=TaskStatus.QUEUED)
@@ -162,6 +171,7 @@ def dashboard(model_admin: TaskAdmin, request: HttpRequest) -> HttpResponse:
         "live_statuses": LIVE_STATUSES,
         "terminal_statuses": TERMINAL_STATUSES,
         "changelist_url": changelist,
+        "workers_url": reverse(f"{model_admin.admin_site.name}:cairnq_worker_changelist"),
         "lease_warning_s": LEASE_WARNING_MS // 1000,
         "now": ms_to_datetime(now_ms),
     }

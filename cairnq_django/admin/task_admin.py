@@ -29,7 +29,7 @@ from .queue_controls import run_control
 from .preview import PreviewChangeList, compact_json, preview_from_head, with_payload_head
 from .values import EMPTY, number_text, odd_progress, pretty_json, progress_fraction, storable_text, time_text
 from ..conf import get_config
-from ..models import LIVE_STATUSES, Task, TaskKey
+from ..models import LIVE_STATUSES, Task, TaskKey, TaskStatus, Worker
 from ..tasks.registry import get_task
 
 PREVIEW_CHARS = 60
@@ -138,7 +138,7 @@ class TaskAdmin(admin.ModelAdmin):
         "parent_link",
         "root_link",
         "correlation_id",
-        "worker_id",
+        "worker_link",
         "lease_display",
         "timeline",
         "payload_pretty",
@@ -149,7 +149,7 @@ class TaskAdmin(admin.ModelAdmin):
     fieldsets = (
         (None, {"fields": ("id", "name", "queue", "status_badge", "attempts", "priority_display", "progress_bar")}),
         (_("Lineage"), {"fields": ("task_key", "parent_link", "root_link", "correlation_id")}),
-        (_("Lease"), {"fields": ("worker_id", "lease_display")}),
+        (_("Lease"), {"fields": ("worker_link", "lease_display")}),
         (_("Timeline"), {"fields": ("timeline",)}),
         (_("Data"), {"fields": ("payload_pretty", "result_pretty", "error_pretty", "metadata_pretty")}),
     )
@@ -377,6 +377,19 @@ class TaskAdmin(admin.ModelAdmin):
         if obj.root_id == obj.pk:
             return format_html("{} ({})", obj.root_id, _("this task"))
         return self._task_link(obj.root_id)
+
+    @admin.display(description=_("worker"))
+    def worker_link(self, obj: Task) -> SafeString | str:
+        # A link only where the registry has the worker: other SDKs' workers
+        # do not register, and gone ones are pruned (one primary-key lookup).
+        worker_id = obj.worker_id
+        if worker_id is None:
+            return EMPTY
+        text = str(worker_id)
+        if not storable_text(text) or not Worker.objects.using(_alias()).filter(pk=text).exists():
+            return text
+        url = reverse(f"{self.admin_site.name}:cairnq_worker_change", args=[text])
+        return format_html('<a href="{}">{}</a>', url, text)
 
     @admin.display(description=_("lease until"))
     def lease_display(self, obj: Task) -> SafeString | str:

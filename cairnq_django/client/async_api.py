@@ -1,4 +1,4 @@
-"""The async twins of the client: ``asubmit``, ``aget``, ..., ``apause_queue``, ``await_task``, ``acall``.
+"""The async twins of the client: ``asubmit``, ``aget``, ..., ``apause_queue``, ``aworkers``, ``await_task``, ``acall``.
 
 Each runs the sync function's work on Django's thread-sensitive thread, so
 every call of one request uses the thread that owns its database connection
@@ -23,7 +23,7 @@ from ..exceptions import SchemaNotInstalled
 from ..store import get_store
 from ..store.missing_schema import is_missing_table
 from ..tasks.unknown import judge, judged
-from . import backpressure, pauses, queries
+from . import backpressure, pauses, queries, workers
 from .submit import announce, build_spec, check_many_options, gate_limits, specs_for_many
 from .wait import DEFAULT_MAX_POLL_MS, DEFAULT_POLL_MS, DEFAULT_TIMEOUT, Poller, TaskRef, outcome, validate
 
@@ -135,6 +135,7 @@ apurge = _async(queries.purge)
 apause_queue = _async(pauses.pause_queue)
 aresume_queue = _async(pauses.resume_queue)
 apaused_queues = _async(pauses.paused_queues)
+aworkers = _async(workers.workers)
 
 
 async def apoll(

@@ -71,6 +71,8 @@ PRIORITY = IntRange(INT4_MIN, INT4_MAX)
 MAX_ATTEMPTS = IntRange(1, INT4_MAX)
 DELAY_MS = IntRange(0, MAX_DELAY_MS)
 AGE_MS = IntRange(0, MAX_DELAY_MS)
+# How long a record is kept once it stops changing (a worker's registry row).
+KEEP_MS = IntRange(1, MAX_DELAY_MS)
 # LIMIT / OFFSET are bigint on PostgreSQL and 64-bit on SQLite.
 LIST_LIMIT = IntRange(0, INT8_MAX)
 OFFSET = IntRange(0, INT8_MAX)

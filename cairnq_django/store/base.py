@@ -87,6 +87,28 @@ class QueueOverview:
 
 
 @dataclass(frozen=True)
+class WorkerRecord:
+    """What a worker's beat writes to its registry row (``cairnq_django_worker``)."""
+
+    worker_id: str
+    host: str
+    pid: int
+    queues: Sequence[str]
+    names: Sequence[str]
+    concurrency: int
+    resources: dict[str, int]
+    global_resources: dict[str, int]
+    version: str
+    heartbeat_interval_ms: int
+    # As of this beat: tasks in flight, attempts ended since start-up, and
+    # attempts ended per minute over about the last minute.
+    in_flight: int = 0
+    succeeded: int = 0
+    failed: int = 0
+    per_minute: float = 0.0
+
+
+@dataclass(frozen=True)
 class ClaimProbe:
     """What the claimable probe saw: work due for the queues and names, an expired lease anywhere."""
 
@@ -374,6 +396,33 @@ class Store(abc.ABC):
         self, task_ids: Sequence[str], worker_id: str, lease_ms: int
     ) -> dict[str, int | None]:
         """Renew owned tasks; return ``{id: cancel_requested_at_ms}`` of those renewed."""
+        raise NotImplementedError
+
+    @abc.abstractmethod
+    def worker_beat(
+        self, worker: WorkerRecord, task_ids: Sequence[str], lease_ms: int
+    ) -> dict[str, int | None]:
+        """Refresh the worker's registry row and renew its owned tasks, as one write.
+
+        One statement on PostgreSQL, one transaction on SQLite; the row is
+        inserted if missing. With no ``task_ids`` only the row is refreshed.
+        Returns what ``heartbeat_batch`` returns.
+        """
+        raise NotImplementedError
+
+    @abc.abstractmethod
+    def stop_worker(self, worker: WorkerRecord) -> bool:
+        """Mark the worker's registry row stopped; False if it has no row."""
+        raise NotImplementedError
+
+    @abc.abstractmethod
+    def prune_workers(self, keep_ms: int) -> int:
+        """Delete the registry rows last seen more than ``keep_ms`` ago; return how many went."""
+        raise NotImplementedError
+
+    @abc.abstractmethod
+    def worker_tasks(self, worker_id: str, *, limit: int = 100) -> builtins.list[Task]:
+        """Return the running tasks leased by ``worker_id``, oldest first. Read-only."""
         raise NotImplementedError
 
     @abc.abstractmethod

@@ -27,7 +27,7 @@ TABLES = (
     "cairnq_django_fleet_start",
 )
 
-# The app's functions (migration 0005): missing when its migrations have not all run.
+# The app's functions (migration 0006): missing when its migrations have not all run.
 FUNCTIONS = ("cairnq_django_claim_limited",)
 
 # PostgreSQL's SQLSTATEs for a relation and a function that do not exist.

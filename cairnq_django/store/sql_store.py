@@ -28,7 +28,7 @@ from ..models import LIVE_STATUSES, Task, TaskStatus
 from ..protocol.envelopes import LEASE_EXPIRED_ERROR, encode_error
 from ..protocol.validation import check_spec as validate_spec
 from . import claim
-from .base import Failure, QueueOverview, Store, SubmitSpec
+from .base import Failure, QueueOverview, Store, SubmitSpec, WorkerRecord
 from .rows import decode_rows, defer_large_payloads, task_from_row
 from .sql_files import statement
 
@@ -512,6 +512,48 @@ class SQLStore(Store):
         params = {"ids": self._list(ids), "worker_id": worker_id, "lease_ms": lease_ms}
         rows = self._run(lambda: self._rows("heartbeat_batch", params))
         return {row["id"]: row["cancel_requested_at_ms"] for row in rows}
+
+    # ---- the worker registry -------------------------------------------
+    def _worker_params(self, worker: WorkerRecord) -> dict[str, Any]:
+        return {
+            "worker_id": worker.worker_id,
+            "host": worker.host,
+            "pid": worker.pid,
+            "queues": json.dumps(builtins.list(worker.queues), ensure_ascii=False),
+            "names": json.dumps(builtins.list(worker.names), ensure_ascii=False),
+            "concurrency": worker.concurrency,
+            "resources": json.dumps(worker.resources, ensure_ascii=False, sort_keys=True),
+            "global_resources": json.dumps(worker.global_resources, ensure_ascii=False, sort_keys=True),
+            "version": worker.version,
+            "interval_ms": worker.heartbeat_interval_ms,
+            "in_flight": worker.in_flight,
+            "succeeded": worker.succeeded,
+            "failed": worker.failed,
+            "per_minute": float(worker.per_minute),
+        }
+
+    def _beat_rows(self, params: dict[str, Any]) -> builtins.list[dict[str, Any]]:
+        """Run one beat: the registry refresh and the lease renewal (dialect hook)."""
+        return self._rows("worker_beat", params)
+
+    def worker_beat(
+        self, worker: WorkerRecord, task_ids: Sequence[str], lease_ms: int
+    ) -> dict[str, int | None]:
+        params = {**self._worker_params(worker), "ids": self._list(_unique(task_ids)), "lease_ms": lease_ms}
+        rows = self._run(lambda: self._beat_rows(params))
+        return {row["id"]: row["cancel_requested_at_ms"] for row in rows}
+
+    def stop_worker(self, worker: WorkerRecord) -> bool:
+        params = {"worker_id": worker.worker_id, "succeeded": worker.succeeded, "failed": worker.failed}
+        # stop_worker.sql zeroes the in-flight count and the rate: a stopped worker runs nothing.
+        return bool(self._run(lambda: self._rows("stop_worker", params)))
+
+    def prune_workers(self, keep_ms: int) -> int:
+        keep = bounds.KEEP_MS.check(keep_ms, "keep_ms")
+        return len(self._run(lambda: self._rows("prune_workers", {"keep_ms": keep})))
+
+    def worker_tasks(self, worker_id: str, *, limit: int = 100) -> builtins.list[Task]:
+        return self._tasks("worker_tasks", {"worker_id": worker_id, "limit": bounds.LIST_LIMIT.check(limit, "limit")})
 
     def progress(
         self, task_id: str, worker_id: str, progress: float | None, message: str | None

@@ -1,8 +1,11 @@
-"""Keep the leases of every task in flight alive: ONE heartbeat statement per beat.
+"""Keep the leases of every task in flight alive, and the worker's registry row fresh: ONE write per beat.
 
 Every ``max(50, lease_ms // 3)`` ms (or ``HEARTBEAT_INTERVAL_MS``) the thread
-renews all tasks this worker holds, not settled and not lost, with a single
-``heartbeat_batch``. A task present in the answer records its cancel flag on
+renews all tasks this worker holds, not settled and not lost, and refreshes
+the worker's row in ``cairnq_django_worker`` with a single ``worker_beat``
+(one statement on PostgreSQL, one transaction on SQLite). The first beat runs
+at start-up and registers the worker; an idle worker still beats, to stay
+listed as live. A task present in the answer records its cancel flag on
 its attempt (so ``ctx.cancel_requested`` needs no query); a task absent from
 it lost its lease unless it is being settled right now, and only that attempt
 is flagged. A failed beat is logged and the next one still runs.
@@ -10,6 +13,7 @@ is flagged. A failed beat is logged and the next one still runs.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -23,6 +27,7 @@ from . import connections as _db
 if TYPE_CHECKING:
     from ..store.base import Store
     from .attempt import Attempt
+    from .presence import Presence
 
 logger = logging.getLogger("cairnq_django.worker")
 
@@ -48,6 +53,7 @@ class Heartbeat:
         on_lost: Callable[[Attempt], None],
         application_name: str,
         write_lock: Any = None,
+        presence: Presence | None = None,
     ) -> None:
         self.store = store
         self.worker_id = worker_id
@@ -57,6 +63,8 @@ class Heartbeat:
         self.on_lost = on_lost
         self.application_name = application_name
         self.write_lock = write_lock
+        # The registry row this beat keeps fresh; None: renew leases only.
+        self.presence = presence
         self._stop = threading.Event()
         self._thread = threading.Thread(
             target=self._run, name=f"{application_name}:beat", daemon=True
@@ -74,59 +82,62 @@ class Heartbeat:
         _db.tag_thread(self.store.alias, self.application_name)
         failing = False
         try:
+            # A registered worker's first beat is its registration, right at start-up.
+            if self.presence is not None:
+                failing = self._tick(failing)
             while not self._stop.wait(self.interval):
-                attempts = [
-                    attempt for attempt in self.live() if not attempt.settled and not attempt.lost
-                ]
-                if not attempts:
-                    continue
-                _db.drop_if_broken(self.store.alias)
-                try:
-                    renewed = self._beat([attempt.task.id for attempt in attempts])
-                except DatabaseError as exc:
-                    if not failing:
-                        logger.error(
-                            "heartbeat failed for %d task(s), retrying: %s",
-                            len(attempts),
-                            exc,
-                        )
-                    failing = True
-                    _db.close_quietly(self.store.alias)
-                    continue
-                if failing:
-                    logger.info("heartbeat recovered")
-                    failing = False
-                self.beats += 1
-                for attempt in attempts:
-                    task = attempt.task
-                    if task.id in renewed:
-                        cancel_at = renewed[task.id]
-                        if cancel_at is not None and not attempt.cancel_seen:
-                            logger.info(
-                                "cancel requested: task=%s name=%s attempt=%s",
-                                task.id,
-                                task.name,
-                                task.attempt,
-                            )
-                        attempt.observe_cancel(cancel_at)
-                    elif not attempt.busy:
-                        # Settled (or being settled) while the beat was in flight
-                        # is not a loss; anything else is.
-                        self.on_lost(attempt)
+                failing = self._tick(failing)
         finally:
             _db.close_quietly(self.store.alias)
 
+    def _tick(self, failing: bool) -> bool:
+        """Run one beat; return whether the database is failing (to log a failure once)."""
+        attempts = [
+            attempt for attempt in self.live() if not attempt.settled and not attempt.lost
+        ]
+        # Without leases to renew, the beat still refreshes the registry row.
+        if not attempts and self.presence is None:
+            return failing
+        _db.drop_if_broken(self.store.alias)
+        try:
+            renewed = self._beat([attempt.task.id for attempt in attempts])
+        except DatabaseError as exc:
+            if not failing:
+                logger.error(
+                    "heartbeat failed (%d task(s) in flight), retrying: %s",
+                    len(attempts),
+                    exc,
+                )
+            _db.close_quietly(self.store.alias)
+            return True
+        if failing:
+            logger.info("heartbeat recovered")
+        self.beats += 1
+        for attempt in attempts:
+            task = attempt.task
+            if task.id in renewed:
+                cancel_at = renewed[task.id]
+                if cancel_at is not None and not attempt.cancel_seen:
+                    logger.info(
+                        "cancel requested: task=%s name=%s attempt=%s",
+                        task.id,
+                        task.name,
+                        task.attempt,
+                    )
+                attempt.observe_cancel(cancel_at)
+            elif not attempt.busy:
+                # Settled (or being settled) while the beat was in flight
+                # is not a loss; anything else is.
+                self.on_lost(attempt)
+        return False
+
     def _beat(self, task_ids: list[str]) -> dict[str, int | None]:
         started = time.monotonic()
-        if self.write_lock is None:
-            renewed = self.store.heartbeat_batch(
-                task_ids, self.worker_id, self.lease_ms
-            )
-        else:
-            with self.write_lock:
-                renewed = self.store.heartbeat_batch(
-                    task_ids, self.worker_id, self.lease_ms
-                )
+        with self.write_lock if self.write_lock is not None else contextlib.nullcontext():
+            if self.presence is None:
+                renewed = self.store.heartbeat_batch(task_ids, self.worker_id, self.lease_ms)
+            else:
+                renewed = self.store.worker_beat(self.presence.record(), task_ids, self.lease_ms)
         took = time.monotonic() - started
         if took > self.interval:
             logger.warning(

@@ -1,4 +1,4 @@
-"""Worker housekeeping, on a thread of its own: retention and unserved names.
+"""Worker housekeeping, on a thread of its own: retention, unserved names, pruning.
 
 * **Retention** (protocol 4.15): with ``CAIRNQ["RETENTION"]`` set, sweep every
   ``RETENTION_INTERVAL_MS``, the first sweep one interval after start-up.
@@ -9,6 +9,9 @@
   reported once per process, so a long-lived backlog does not flood the log.
 * **Fleet starts** (docs/limits.md): with fleet-limited names served, every
   ``FLEET_PRUNE_INTERVAL_S`` delete the logged starts that can no longer count.
+* **Worker registry** (docs/worker.md): delete the rows of workers not seen
+  for ``WORKER_KEEP_MS``, checked a tenth as often as that (between 1 s and
+  10 min), the first time one such interval after start-up.
 
 A failed job is logged and runs again at its next time. The thread opens its
 own connection only while a job runs, so a long purge never delays claims or
@@ -41,6 +44,11 @@ logger = logging.getLogger("cairnq_django.worker")
 FLEET_PRUNE_INTERVAL_S = 10.0
 # A scope this worker does not serve may have a rate window up to a day.
 UNKNOWN_SCOPE_KEEP_MS = MAX_WINDOW_MS
+# Registry pruning runs every tenth of WORKER_KEEP_MS, within these bounds: a
+# row outlives its keep time by a tenth at most, and the default (a day) costs
+# one cheap DELETE per worker every ten minutes.
+WORKER_PRUNE_MIN_S = 1.0
+WORKER_PRUNE_MAX_S = 600.0
 
 
 def _interval_s(key: str, value: Any) -> float:
@@ -64,6 +72,7 @@ class Sweeper:
         names: Sequence[str] = (),
         unserved_interval_ms: int | None = None,
         fleet_keep_ms: dict[str, int] | None = None,
+        worker_keep_ms: int | None = None,
     ) -> None:
         self.interval = _interval_s("RETENTION_INTERVAL_MS", interval_ms)
         # None turns the unserved-names check off.
@@ -79,13 +88,22 @@ class Sweeper:
         self.names = list(names)
         # Per fleet scope served here, how long its starts must be kept; None: no pruning.
         self.fleet_keep_ms = fleet_keep_ms
+        # How long registry rows of gone workers are kept; None: no pruning.
+        if worker_keep_ms is not None:
+            _interval_s("WORKER_KEEP_MS", worker_keep_ms)  # refused with the key's name
+        self.worker_keep_ms = worker_keep_ms
         # Names already reported by this process: one warning each, ever.
         self.reported: set[str] = set()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
-        if not self.rules and (self.unserved_interval is None or not self.queues) and self.fleet_keep_ms is None:
+        if (
+            not self.rules
+            and (self.unserved_interval is None or not self.queues)
+            and self.fleet_keep_ms is None
+            and self.worker_keep_ms is None
+        ):
             return
         self._thread = threading.Thread(
             target=self._run, name=f"{self.application_name}:housekeeping", daemon=True
@@ -104,11 +122,18 @@ class Sweeper:
         next_sweep = now + self.interval if self.rules else math.inf
         next_check = now if check_every is not None else math.inf
         next_prune = now + FLEET_PRUNE_INTERVAL_S if self.fleet_keep_ms is not None else math.inf
+        prune_workers_every = self._worker_prune_interval()
+        next_prune_workers = now + prune_workers_every
         try:
-            while not self._stop.wait(max(0.0, min(next_sweep, next_check, next_prune) - time.monotonic())):
+            while not self._stop.wait(
+                max(0.0, min(next_sweep, next_check, next_prune, next_prune_workers) - time.monotonic())
+            ):
                 if time.monotonic() >= next_prune:
                     self.prune_fleet_starts()
                     next_prune = time.monotonic() + FLEET_PRUNE_INTERVAL_S
+                if time.monotonic() >= next_prune_workers:
+                    self.prune_workers()
+                    next_prune_workers = time.monotonic() + prune_workers_every
                 if check_every is not None and time.monotonic() >= next_check:
                     self.check_unserved()
                     next_check = time.monotonic() + check_every
@@ -132,6 +157,24 @@ class Sweeper:
             logger.error("pruning fleet starts failed: %s", exc)
         if deleted:
             logger.debug("pruned %d fleet start(s)", deleted)
+        return deleted
+
+    def _worker_prune_interval(self) -> float:
+        if self.worker_keep_ms is None:
+            return math.inf
+        return min(WORKER_PRUNE_MAX_S, max(WORKER_PRUNE_MIN_S, self.worker_keep_ms / 10_000))
+
+    def prune_workers(self) -> int:
+        """Delete the registry rows of workers not seen for ``WORKER_KEEP_MS``."""
+        if self.worker_keep_ms is None:
+            return 0
+        try:
+            deleted = self.store.prune_workers(self.worker_keep_ms)
+        except Exception as exc:  # noqa: BLE001 - the next prune still runs
+            logger.error("pruning the worker registry failed: %s", exc)
+            return 0
+        if deleted:
+            logger.debug("pruned %d worker registry row(s)", deleted)
         return deleted
 
     def _sweep(self) -> None:

@@ -31,6 +31,7 @@ from .executor import Call, Executor
 from .heartbeat import Heartbeat, beat_interval_ms
 from .options import WorkerOptions
 from .pickup import pickup_ms
+from .presence import Presence
 from .budgets import Budgets, Source, build_sources, fleet_keep_ms
 from .planner import ClaimPlanner
 from ..protocol.backoff import Backoff
@@ -109,6 +110,10 @@ class Worker(AttemptOwner):
         self._db_file_check_at = 0.0
         self.claimed = 0
         self.finished = 0
+        # Attempts ended since start-up, as the registry row reports them:
+        # succeeded, and failed (retried or not).
+        self.succeeded = 0
+        self.failed = 0
         self.db_executor = None
         self.waker: Waker = self._make_waker()
         # The settings every attempt reads through its owner (this worker).
@@ -151,20 +156,31 @@ class Worker(AttemptOwner):
             names=self.names,
             unserved_interval_ms=get_config()["UNSERVED_CHECK_INTERVAL_MS"],
             fleet_keep_ms=fleet_keep_ms(self.sources),
+            worker_keep_ms=get_config()["WORKER_KEEP_MS"],
         )
         self.executor.on_fatal = self._fatal
         self.exit_code = 0
+        interval_ms = beat_interval_ms(options.lease_ms, options.heartbeat_interval_ms)
+        self.presence = Presence(
+            self.worker_id,
+            queues=options.queues,
+            names=self.names,
+            concurrency=self.budgets.concurrency,
+            resources=dict(options.resources),
+            global_resources=dict(options.global_resources),
+            heartbeat_interval_ms=interval_ms,
+            counters=self._counters,
+        )
         self.heartbeat = Heartbeat(
             store,
             self.worker_id,
             lease_ms=options.lease_ms,
-            interval_ms=beat_interval_ms(
-                options.lease_ms, options.heartbeat_interval_ms
-            ),
+            interval_ms=interval_ms,
             live=self._live_attempts,
             on_lost=Attempt.lose,
             application_name=self.application_name,
             write_lock=self.write_lock,
+            presence=self.presence,
         )
 
     def _check_resources(self) -> None:
@@ -278,6 +294,11 @@ class Worker(AttemptOwner):
         with self._inflight_lock:
             return [entry[0] for entry in self.inflight.values()]
 
+    def _counters(self) -> tuple[int, int, int]:
+        with self._inflight_lock:
+            in_flight = len(self.inflight)
+        return in_flight, self.succeeded, self.failed
+
     def _on_call_end(self, call: Call) -> None:
         if call.definition is not None:
             self.budgets.release(call.source, call.nbytes)
@@ -327,6 +348,10 @@ class Worker(AttemptOwner):
 
     def _finished(self, attempt: Attempt, status: str, call: Call | None) -> None:
         self.finished += 1
+        if status == "succeeded":
+            self.succeeded += 1
+        elif status in ("failed", "queued"):
+            self.failed += 1
         task = attempt.task
         duration = call.duration_ms if call is not None else None
         if status == "succeeded":
@@ -615,6 +640,11 @@ class Worker(AttemptOwner):
         self.settler.stop(timeout=2.0)
         self.sweeper.stop()
         self.heartbeat.stop()
+        if self.write_lock is not None:
+            with self.write_lock:
+                self.presence.stop(self.store)
+        else:
+            self.presence.stop(self.store)
         self.waker.stop()
         self.executor.stop()
         _db.close_quietly(self.store.alias)

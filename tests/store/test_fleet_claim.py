@@ -288,7 +288,7 @@ def test_a_missing_claim_function_reads_as_a_missing_schema(store: Any) -> None:
         pytest.skip("the claim functions are PostgreSQL's; SQLite claims with plain statements")
     from importlib import import_module
 
-    functions = import_module("cairnq_django.migrations.0005_limited_claim_functions")
+    functions = import_module("cairnq_django.migrations.0006_limited_claim_functions")
     connection = connections[store.alias]
     submit("t.unmigrated", 1)
     functions.drop_functions(None, connection.schema_editor())

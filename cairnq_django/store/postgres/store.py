@@ -55,7 +55,8 @@ _NEVER_BY_COUNT = 2**62
 # best index depends on the clock reading and the lists they are given.
 _PLANNED_PER_CALL = frozenset(
     {
-        "complete_many", "fail_many", "snooze_many", "heartbeat_batch", "cancel_many", "retry_many", "release",
+        "complete_many", "fail_many", "snooze_many", "heartbeat_batch", "worker_beat", "cancel_many", "retry_many",
+        "release",
         "claimable_probe", "recover_leases",
     }
 )

@@ -170,6 +170,16 @@ class SQLiteStore(SQLStore):
             self._fetch("record_starts", statement(self.dialect, "record_starts"), record)
             return rows
 
+    def _beat_rows(self, params: dict[str, Any]) -> list[dict[str, Any]]:
+        # SQLite has no INSERT inside a WITH: the registry refresh and the
+        # lease renewal are two statements of one transaction (one commit).
+        params = {**params, **self._clock()}  # one "now" for both
+        with transaction.atomic(using=self.alias, savepoint=False):
+            self._rows("worker_beat", params)
+            if params["ids"] == "[]":
+                return []
+            return self._rows("heartbeat_batch", params)
+
     def _claim_scope(self, relaxed: bool) -> AbstractContextManager[object]:
         # A worker's claims commit at synchronous=NORMAL (durability.py).
         connection = connections[self.alias]

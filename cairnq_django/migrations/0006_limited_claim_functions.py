@@ -39,7 +39,7 @@ def drop_functions(apps: Any, schema_editor: BaseDatabaseSchemaEditor) -> None:
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("cairnq", "0004_fleet_flow_control"),
+        ("cairnq", "0005_worker_registry"),
     ]
 
     operations = [
