@@ -247,6 +247,11 @@ def test_transaction_timeouts_travel_with_each_statement(store: Any, dialect: st
     if dialect != "postgres":
         pytest.skip("statement_timeout is PostgreSQL's")
     wrapper = connections["default"]
+    # An earlier in-process worker test may have bounded this thread's session; whatever it is, it must stay.
+    with wrapper.cursor() as cursor:
+        cursor.execute("SHOW statement_timeout")
+        (before,) = cursor.fetchone()
+    assert before != "1234ms"
     transaction_timeouts.bound_each_transaction(wrapper, 1234)
     try:
         with store._cursor("probe") as cursor:
@@ -257,7 +262,7 @@ def test_transaction_timeouts_travel_with_each_statement(store: Any, dialect: st
         delattr(wrapper, transaction_timeouts._ATTRIBUTE)
     with wrapper.cursor() as cursor:
         cursor.execute("SHOW statement_timeout")
-        assert cursor.fetchone()[0] == "0"
+        assert cursor.fetchone()[0] == before
 
 
 # ---- the checks ---------------------------------------------------------------------
