@@ -10,7 +10,13 @@ from typing import Any
 import pytest
 from django.db import connections
 
-CAIRNQ_TABLES = ("cairnq_task_keys", "cairnq_tasks", "cairnq_django_fleet_start", "cairnq_django_queue_pause")
+CAIRNQ_TABLES = (
+    "cairnq_task_keys",
+    "cairnq_tasks",
+    "cairnq_django_fleet_start",
+    "cairnq_django_queue_pause",
+    "cairnq_django_queue_minute",
+)
 
 
 def pytest_report_header(config: pytest.Config) -> str:

@@ -9,6 +9,10 @@
   reported once per process, so a long-lived backlog does not flood the log.
 * **Fleet starts** (docs/limits.md): with fleet-limited names served, every
   ``FLEET_PRUNE_INTERVAL_S`` delete the logged starts that can no longer count.
+* **Per-minute history** (docs/admin.md): every ``history.FLUSH_INTERVAL_S``
+  add this worker's counts to ``cairnq_django_queue_minute``; at start-up and
+  then every ``HISTORY_PRUNE_INTERVAL_S`` delete minutes older than
+  ``HISTORY_KEEP_MS``.
 
 A failed job is logged and runs again at its next time. The thread opens its
 own connection only while a job runs, so a long purge never delays claims or
@@ -31,6 +35,7 @@ from ..client.retention import PurgeRule, configured_rules, sweep
 from ..conf import number_problem
 from ..protocol.limits import MAX_WINDOW_MS
 from ..tasks.registry import get_task
+from .history import FLUSH_INTERVAL_S, QueueHistory
 
 if TYPE_CHECKING:
     from ..store.base import Store
@@ -41,6 +46,8 @@ logger = logging.getLogger("cairnq_django.worker")
 FLEET_PRUNE_INTERVAL_S = 10.0
 # A scope this worker does not serve may have a rate window up to a day.
 UNKNOWN_SCOPE_KEEP_MS = MAX_WINDOW_MS
+# Old minutes go a few at a time: a day's rows of a few queues are a few thousand.
+HISTORY_PRUNE_INTERVAL_S = 3_600.0
 
 
 def _interval_s(key: str, value: Any) -> float:
@@ -64,6 +71,8 @@ class Sweeper:
         names: Sequence[str] = (),
         unserved_interval_ms: int | None = None,
         fleet_keep_ms: dict[str, int] | None = None,
+        history: QueueHistory | None = None,
+        history_keep_ms: int | None = None,
     ) -> None:
         self.interval = _interval_s("RETENTION_INTERVAL_MS", interval_ms)
         # None turns the unserved-names check off.
@@ -79,13 +88,25 @@ class Sweeper:
         self.names = list(names)
         # Per fleet scope served here, how long its starts must be kept; None: no pruning.
         self.fleet_keep_ms = fleet_keep_ms
+        # The worker's unwritten per-minute counts, and how long minutes are kept (None: forever).
+        self.history = history
+        if history is not None and number_problem("HISTORY_KEEP_MS", history_keep_ms) is not None:
+            raise ImproperlyConfigured(
+                f'CAIRNQ["HISTORY_KEEP_MS"] {number_problem("HISTORY_KEEP_MS", history_keep_ms)}'
+            )
+        self.history_keep_ms = history_keep_ms
         # Names already reported by this process: one warning each, ever.
         self.reported: set[str] = set()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
-        if not self.rules and (self.unserved_interval is None or not self.queues) and self.fleet_keep_ms is None:
+        if (
+            not self.rules
+            and (self.unserved_interval is None or not self.queues)
+            and self.fleet_keep_ms is None
+            and self.history is None
+        ):
             return
         self._thread = threading.Thread(
             target=self._run, name=f"{self.application_name}:housekeeping", daemon=True
@@ -104,8 +125,18 @@ class Sweeper:
         next_sweep = now + self.interval if self.rules else math.inf
         next_check = now if check_every is not None else math.inf
         next_prune = now + FLEET_PRUNE_INTERVAL_S if self.fleet_keep_ms is not None else math.inf
+        next_flush = now + FLUSH_INTERVAL_S if self.history is not None else math.inf
+        next_forget = now if self.history is not None and self.history_keep_ms is not None else math.inf
         try:
-            while not self._stop.wait(max(0.0, min(next_sweep, next_check, next_prune) - time.monotonic())):
+            while not self._stop.wait(
+                max(0.0, min(next_sweep, next_check, next_prune, next_flush, next_forget) - time.monotonic())
+            ):
+                if self.history is not None and time.monotonic() >= next_flush:
+                    self.history.flush()
+                    next_flush = time.monotonic() + FLUSH_INTERVAL_S
+                if time.monotonic() >= next_forget:
+                    self.prune_history()
+                    next_forget = time.monotonic() + HISTORY_PRUNE_INTERVAL_S
                 if time.monotonic() >= next_prune:
                     self.prune_fleet_starts()
                     next_prune = time.monotonic() + FLEET_PRUNE_INTERVAL_S
@@ -132,6 +163,24 @@ class Sweeper:
             logger.error("pruning fleet starts failed: %s", exc)
         if deleted:
             logger.debug("pruned %d fleet start(s)", deleted)
+        return deleted
+
+    def prune_history(self) -> int:
+        """Delete the per-minute history older than ``HISTORY_KEEP_MS`` (by this worker's clock)."""
+        if self.history is None or self.history_keep_ms is None:
+            return 0
+        before_ms = self.history.clock() - self.history_keep_ms
+        deleted = 0
+        try:
+            while not self._stop.is_set():
+                batch = self.store.prune_queue_minutes(before_ms)
+                deleted += batch
+                if batch < 10_000:
+                    break
+        except Exception as exc:  # noqa: BLE001 - the next prune still runs
+            logger.error("pruning the per-minute history failed: %s", exc)
+        if deleted:
+            logger.debug("pruned %d per-minute history row(s)", deleted)
         return deleted
 
     def _sweep(self) -> None:

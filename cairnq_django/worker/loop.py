@@ -39,6 +39,7 @@ from ..store.base import NO_HOOKS, ClaimHooks
 from ..tasks.periodic import Ticker
 from .outcomes import NO_BACKOFF, Settlement, fail_settlement
 from .settler import Settler
+from .history import QueueHistory
 from .housekeeping import Sweeper
 from .wakeups import CommitWaker, PgWaker, Waker
 
@@ -143,6 +144,7 @@ class Worker(AttemptOwner):
         # retention sweeps and the unserved-names check (F18) run on a
         # housekeeping thread of their own.
         self.ticker = Ticker(store, write_lock=self.write_lock)
+        self.history = QueueHistory(store, write_lock=self.write_lock)
         self.sweeper = Sweeper(
             store,
             interval_ms=get_config()["RETENTION_INTERVAL_MS"],
@@ -151,6 +153,8 @@ class Worker(AttemptOwner):
             names=self.names,
             unserved_interval_ms=get_config()["UNSERVED_CHECK_INTERVAL_MS"],
             fleet_keep_ms=fleet_keep_ms(self.sources),
+            history=self.history,
+            history_keep_ms=get_config()["HISTORY_KEEP_MS"],
         )
         self.executor.on_fatal = self._fatal
         self.exit_code = 0
@@ -328,6 +332,7 @@ class Worker(AttemptOwner):
     def _finished(self, attempt: Attempt, status: str, call: Call | None) -> None:
         self.finished += 1
         task = attempt.task
+        self.history.settled(task.queue, status)
         duration = call.duration_ms if call is not None else None
         if status == "succeeded":
             if logger.isEnabledFor(logging.DEBUG):
@@ -544,8 +549,10 @@ class Worker(AttemptOwner):
                     continue
                 self.budgets.acquire(source, nbytes)
                 started = bool(signals.task_started.receivers)
+                pickups = [pickup_ms(attempt.task) for attempt in attempts]
+                self.history.started(zip((attempt.task.queue for attempt in attempts), pickups))
                 # Per-task logging and signals only when someone is listening.
-                for attempt in attempts if (debug or started) else ():
+                for attempt, pickup in zip(attempts, pickups) if (debug or started) else ():
                     task = attempt.task
                     if debug:
                         logger.debug(
@@ -562,7 +569,7 @@ class Worker(AttemptOwner):
                             queue=task.queue,
                             attempt=task.attempt,
                             worker_id=self.worker_id,
-                            pickup_ms=pickup_ms(task),
+                            pickup_ms=pickup,
                         )
                 self.executor.submit(call)
 
@@ -614,6 +621,8 @@ class Worker(AttemptOwner):
         self.settler.wait_idle(max(SETTLE_GRACE_S, deadline - time.monotonic()))
         self.settler.stop(timeout=2.0)
         self.sweeper.stop()
+        # The last counts, settled during the drain: written before the connection closes.
+        self.history.flush()
         self.heartbeat.stop()
         self.waker.stop()
         self.executor.stop()
