@@ -273,6 +273,8 @@ class FleetStart(models.Model):
         ]
 
 
+# ``QueueMinute`` rows are one minute each, starting on a multiple of this (ms since the epoch).
+MINUTE_MS = 60_000
 # Pickup-latency buckets of ``QueueMinute``: (column, upper bound in ms, inclusive);
 # the last column counts every slower pickup. Fixed, so rows of every worker add up.
 PICKUP_BUCKETS: tuple[tuple[str, int | None], ...] = (

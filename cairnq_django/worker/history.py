@@ -18,14 +18,13 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from . import connections as _db
-from ..models import PICKUP_BUCKETS, SETTLED_COLUMNS
+from ..models import MINUTE_MS, PICKUP_BUCKETS, SETTLED_COLUMNS
 
 if TYPE_CHECKING:
     from ..store.base import Store
 
 logger = logging.getLogger("cairnq_django.worker")
 
-MINUTE_MS = 60_000
 # Often enough for a dashboard refreshed every few seconds, rare enough to cost nothing.
 FLUSH_INTERVAL_S = 5.0
 # Queue-minutes held while flushes fail: a day of 7 busy queues.
