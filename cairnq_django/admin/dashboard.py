@@ -29,6 +29,10 @@ if TYPE_CHECKING:
 # "Leases about to expire" on the dashboard.
 LEASE_WARNING_MS = 10_000
 FAILURE_WINDOW_MS = 3_600_000
+# How often the page's script (static/cairnq/dashboard.js) fetches the live region again.
+REFRESH_MS = 5_000
+# ?fragment=queues answers the live region alone, for that script.
+FRAGMENT = "queues"
 
 
 @dataclass
@@ -182,7 +186,14 @@ def dashboard(model_admin: TaskAdmin, request: HttpRequest) -> HttpResponse:
         "now": ms_to_datetime(now_ms),
         # Django 6 draws breadcrumbs as a list; 5.2 styles its <div>.
         "breadcrumbs_as_list": django.VERSION >= (6, 0),
+        "refresh_ms": REFRESH_MS,
+        "refresh_s": REFRESH_MS // 1000,
     }
+    if request.GET.get("fragment") == FRAGMENT:
+        response = TemplateResponse(request, "admin/cairnq/dashboard_live.html", context)
+        # The script swaps in only an answer that says it is the fragment (not a login page).
+        response["X-Cairnq-Fragment"] = FRAGMENT
+        return response
     return TemplateResponse(request, "admin/cairnq/dashboard.html", context)
 
 
