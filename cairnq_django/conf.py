@@ -72,6 +72,8 @@ DEFAULTS: dict[str, Any] = {
     # Retention swept by running workers: None, an int cutoff, or {status: cutoff_ms}.
     "RETENTION": None,
     "RETENTION_INTERVAL_MS": 3_600_000,
+    # How long workers keep the dashboard's per-minute history; None keeps it forever.
+    "HISTORY_KEEP_MS": 7 * 86_400_000,
     # How often a worker looks for queued tasks in its queues that none of its
     # handlers serves, and warns once per name; None turns the check off.
     "UNSERVED_CHECK_INTERVAL_MS": 60_000,
@@ -139,6 +141,7 @@ NUMBERS: dict[str, tuple[bounds.IntRange, bool]] = {
     "RETENTION_INTERVAL_MS": (bounds.TIMER_MS, False),
     "UNSERVED_CHECK_INTERVAL_MS": (bounds.TIMER_MS, True),
     "WORKER_KEEP_MS": (bounds.KEEP_MS, False),
+    "HISTORY_KEEP_MS": (bounds.AGE_MS, True),
 }
 
 

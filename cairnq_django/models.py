@@ -379,3 +379,61 @@ class Worker(models.Model):
     @property
     def stopped_at(self) -> dt.datetime | None:
         return ms_to_datetime(self.stopped_at_ms)
+
+
+# ``QueueMinute`` rows are one minute each, starting on a multiple of this (ms since the epoch).
+MINUTE_MS = 60_000
+# Pickup-latency buckets of ``QueueMinute``: (column, upper bound in ms, inclusive);
+# the last column counts every slower pickup. Fixed, so rows of every worker add up.
+PICKUP_BUCKETS: tuple[tuple[str, int | None], ...] = (
+    ("pickup_le_10ms", 10),
+    ("pickup_le_50ms", 50),
+    ("pickup_le_250ms", 250),
+    ("pickup_le_1s", 1_000),
+    ("pickup_le_5s", 5_000),
+    ("pickup_le_30s", 30_000),
+    ("pickup_le_2min", 120_000),
+    ("pickup_slower", None),
+)
+# The counts a settlement adds to, by the status it left the task in ("queued": a retry).
+SETTLED_COLUMNS = {"succeeded": "succeeded", "failed": "failed", "queued": "retried", "canceled": "canceled"}
+
+
+class QueueMinute(models.Model):
+    """One queue's figures for one minute, added to by every worker (the dashboard's history).
+
+    Workers count settlements and pickups in memory and add them here every
+    few seconds with one upsert per flush; the housekeeping thread deletes
+    rows older than ``CAIRNQ["HISTORY_KEEP_MS"]``. See docs/admin.md.
+    """
+
+    id = models.BigAutoField(primary_key=True)
+    queue = models.CharField(max_length=1024)
+    # The minute's start, ms since the epoch (UTC), by the worker's clock.
+    minute_ms = models.BigIntegerField()
+    succeeded = models.BigIntegerField(default=0)
+    failed = models.BigIntegerField(default=0)
+    retried = models.BigIntegerField(default=0)
+    canceled = models.BigIntegerField(default=0)
+    # Tasks started, and the sum of their pickup latencies (a mean needs no bucket).
+    pickups = models.BigIntegerField(default=0)
+    pickup_ms_sum = models.BigIntegerField(default=0)
+    pickup_le_10ms = models.BigIntegerField(default=0)
+    pickup_le_50ms = models.BigIntegerField(default=0)
+    pickup_le_250ms = models.BigIntegerField(default=0)
+    pickup_le_1s = models.BigIntegerField(default=0)
+    pickup_le_5s = models.BigIntegerField(default=0)
+    pickup_le_30s = models.BigIntegerField(default=0)
+    pickup_le_2min = models.BigIntegerField(default=0)
+    pickup_slower = models.BigIntegerField(default=0)
+
+    class Meta:
+        db_table = "cairnq_django_queue_minute"
+        verbose_name = _("queue minute")
+        default_permissions = ("view",)
+        constraints = [
+            models.UniqueConstraint(fields=["queue", "minute_ms"], name="cairnq_django_minute_uniq"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.queue} @ {self.minute_ms}"

@@ -11,7 +11,12 @@ import pytest
 from django.db import connections
 
 CAIRNQ_TABLES = (
-    "cairnq_task_keys", "cairnq_tasks", "cairnq_django_fleet_start", "cairnq_django_queue_pause", "cairnq_django_worker"
+    "cairnq_task_keys",
+    "cairnq_tasks",
+    "cairnq_django_fleet_start",
+    "cairnq_django_queue_pause",
+    "cairnq_django_queue_minute",
+    "cairnq_django_worker",
 )
 
 

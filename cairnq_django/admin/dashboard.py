@@ -5,15 +5,19 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import django
 from django.contrib import admin
 from django.core.exceptions import PermissionDenied
 from django.db.models import Count, Field, Min, Q
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
+from django.utils.safestring import SafeString
 from django.utils.translation import gettext as _
 
+from .charts import peak_per_minute, throughput_svg
 from .queue_controls import ShownControl, shown_controls
+from .throughput import QueueHour, last_hour, quantile_text
 from .values import EMPTY, odd_time, stored_datetime
 from ..client import pauses
 from ..models import (
@@ -27,6 +31,10 @@ if TYPE_CHECKING:
 # "Leases about to expire" on the dashboard.
 LEASE_WARNING_MS = 10_000
 FAILURE_WINDOW_MS = 3_600_000
+# How often the page's script (static/cairnq/dashboard.js) fetches the live region again.
+REFRESH_MS = 5_000
+# ?fragment=queues answers the live region alone, for that script.
+FRAGMENT = "queues"
 
 
 @dataclass
@@ -48,6 +56,12 @@ class QueueRow:
     # The pause in force (None: the queue is active), and the controls this user sees on the card.
     pause: QueuePause | None = None
     controls: list[ShownControl] = field(default_factory=list)
+    # The last hour from the workers' per-minute history, and its chart.
+    hour: QueueHour | None = None
+    chart: SafeString | None = None
+    peak: int = 0
+    pickup_p50: str = EMPTY
+    pickup_p95: str = EMPTY
 
     @property
     def status_counts(self) -> list[tuple[str, str, int]]:
@@ -155,7 +169,13 @@ def dashboard(model_admin: TaskAdmin, request: HttpRequest) -> HttpResponse:
     store = get_store()
     now_ms = store.now_ms()
     rows = queue_rows(now_ms, store.alias)
+    hours = last_hour([item.queue for item in rows], now_ms, store.alias)
     for item in rows:
+        item.hour = hours[item.queue]
+        item.chart = throughput_svg(item.hour)
+        item.peak = peak_per_minute(item.hour)
+        item.pickup_p50 = quantile_text(item.hour, 0.5)
+        item.pickup_p95 = quantile_text(item.hour, 0.95)
         item.oldest_queued_age = _age(now_ms, item.oldest_queued_ms)
         item.oldest_due_age = _age(now_ms, item.oldest_due_ms)
         item.controls = shown_controls(model_admin, request, item)
@@ -174,7 +194,16 @@ def dashboard(model_admin: TaskAdmin, request: HttpRequest) -> HttpResponse:
         "workers_url": reverse(f"{model_admin.admin_site.name}:cairnq_worker_changelist"),
         "lease_warning_s": LEASE_WARNING_MS // 1000,
         "now": ms_to_datetime(now_ms),
+        # Django 6 draws breadcrumbs as a list; 5.2 styles its <div>.
+        "breadcrumbs_as_list": django.VERSION >= (6, 0),
+        "refresh_ms": REFRESH_MS,
+        "refresh_s": REFRESH_MS // 1000,
     }
+    if request.GET.get("fragment") == FRAGMENT:
+        response = TemplateResponse(request, "admin/cairnq/dashboard_live.html", context)
+        # The script swaps in only an answer that says it is the fragment (not a login page).
+        response["X-Cairnq-Fragment"] = FRAGMENT
+        return response
     return TemplateResponse(request, "admin/cairnq/dashboard.html", context)
 
 

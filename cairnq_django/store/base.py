@@ -383,6 +383,21 @@ class Store(abc.ABC):
         raise NotImplementedError
 
     @abc.abstractmethod
+    def add_queue_minutes(self, rows: Sequence[dict[str, Any]]) -> None:
+        """Add per-minute counts to ``cairnq_django_queue_minute`` in ONE upsert.
+
+        Each row names ``queue`` and ``minute_ms`` and carries every count
+        column of ``QueueMinute``; an existing (queue, minute) row gets them
+        added, so every worker of the fleet adds to the same minute.
+        """
+        raise NotImplementedError
+
+    @abc.abstractmethod
+    def prune_queue_minutes(self, before_ms: int, *, limit: int = 10_000) -> int:
+        """Delete per-minute rows whose minute starts before ``before_ms`` (at most ``limit``); return how many."""
+        raise NotImplementedError
+
+    @abc.abstractmethod
     def recover_leases(self) -> int:
         """Recover expired leases outside a claim; return how many rows changed."""
         raise NotImplementedError

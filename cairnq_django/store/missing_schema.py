@@ -25,6 +25,7 @@ TABLES = (
     "cairnq_migrations",
     "cairnq_django_queue_pause",
     "cairnq_django_fleet_start",
+    "cairnq_django_queue_minute",
 )
 
 # The app's functions (migration 0006): missing when its migrations have not all run.

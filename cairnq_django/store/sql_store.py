@@ -643,6 +643,14 @@ class SQLStore(Store):
         params = {"keep": json.dumps(keep_ms), "default_keep_ms": default_keep_ms, "limit": limit}
         return len(self._run(lambda: self._rows("prune_fleet_starts", params)))
 
+    def add_queue_minutes(self, rows: Sequence[dict[str, Any]]) -> None:
+        if rows:
+            self._run(lambda: self._rows("add_queue_minutes", {"items": json.dumps(list(rows))}))
+
+    def prune_queue_minutes(self, before_ms: int, *, limit: int = 10_000) -> int:
+        params = {"before_ms": before_ms, "limit": limit}
+        return len(self._run(lambda: self._rows("prune_queue_minutes", params)))
+
     def unserved_names(
         self,
         queues: Sequence[str],

@@ -12,6 +12,10 @@
 * **Worker registry** (docs/worker.md): delete the rows of workers not seen
   for ``WORKER_KEEP_MS``, checked a tenth as often as that (between 1 s and
   10 min), the first time one such interval after start-up.
+* **Per-minute history** (docs/admin.md): every ``history.FLUSH_INTERVAL_S``
+  add this worker's counts to ``cairnq_django_queue_minute``; at start-up and
+  then every ``HISTORY_PRUNE_INTERVAL_S`` delete minutes older than
+  ``HISTORY_KEEP_MS``.
 
 A failed job is logged and runs again at its next time. The thread opens its
 own connection only while a job runs, so a long purge never delays claims or
@@ -34,6 +38,7 @@ from ..client.retention import PurgeRule, configured_rules, sweep
 from ..conf import number_problem
 from ..protocol.limits import MAX_WINDOW_MS
 from ..tasks.registry import get_task
+from .history import FLUSH_INTERVAL_S, QueueHistory
 
 if TYPE_CHECKING:
     from ..store.base import Store
@@ -49,6 +54,8 @@ UNKNOWN_SCOPE_KEEP_MS = MAX_WINDOW_MS
 # one cheap DELETE per worker every ten minutes.
 WORKER_PRUNE_MIN_S = 1.0
 WORKER_PRUNE_MAX_S = 600.0
+# Old minutes go a few at a time: a day's rows of a few queues are a few thousand.
+HISTORY_PRUNE_INTERVAL_S = 3_600.0
 
 
 def _interval_s(key: str, value: Any) -> float:
@@ -73,6 +80,8 @@ class Sweeper:
         unserved_interval_ms: int | None = None,
         fleet_keep_ms: dict[str, int] | None = None,
         worker_keep_ms: int | None = None,
+        history: QueueHistory | None = None,
+        history_keep_ms: int | None = None,
     ) -> None:
         self.interval = _interval_s("RETENTION_INTERVAL_MS", interval_ms)
         # None turns the unserved-names check off.
@@ -92,6 +101,13 @@ class Sweeper:
         if worker_keep_ms is not None:
             _interval_s("WORKER_KEEP_MS", worker_keep_ms)  # refused with the key's name
         self.worker_keep_ms = worker_keep_ms
+        # The worker's unwritten per-minute counts, and how long minutes are kept (None: forever).
+        self.history = history
+        if history is not None and number_problem("HISTORY_KEEP_MS", history_keep_ms) is not None:
+            raise ImproperlyConfigured(
+                f'CAIRNQ["HISTORY_KEEP_MS"] {number_problem("HISTORY_KEEP_MS", history_keep_ms)}'
+            )
+        self.history_keep_ms = history_keep_ms
         # Names already reported by this process: one warning each, ever.
         self.reported: set[str] = set()
         self._stop = threading.Event()
@@ -103,6 +119,7 @@ class Sweeper:
             and (self.unserved_interval is None or not self.queues)
             and self.fleet_keep_ms is None
             and self.worker_keep_ms is None
+            and self.history is None
         ):
             return
         self._thread = threading.Thread(
@@ -124,10 +141,22 @@ class Sweeper:
         next_prune = now + FLEET_PRUNE_INTERVAL_S if self.fleet_keep_ms is not None else math.inf
         prune_workers_every = self._worker_prune_interval()
         next_prune_workers = now + prune_workers_every
+        next_flush = now + FLUSH_INTERVAL_S if self.history is not None else math.inf
+        next_forget = now if self.history is not None and self.history_keep_ms is not None else math.inf
         try:
             while not self._stop.wait(
-                max(0.0, min(next_sweep, next_check, next_prune, next_prune_workers) - time.monotonic())
+                max(
+                    0.0,
+                    min(next_sweep, next_check, next_prune, next_prune_workers, next_flush, next_forget)
+                    - time.monotonic(),
+                )
             ):
+                if self.history is not None and time.monotonic() >= next_flush:
+                    self.history.flush()
+                    next_flush = time.monotonic() + FLUSH_INTERVAL_S
+                if time.monotonic() >= next_forget:
+                    self.prune_history()
+                    next_forget = time.monotonic() + HISTORY_PRUNE_INTERVAL_S
                 if time.monotonic() >= next_prune:
                     self.prune_fleet_starts()
                     next_prune = time.monotonic() + FLEET_PRUNE_INTERVAL_S
@@ -175,6 +204,24 @@ class Sweeper:
             return 0
         if deleted:
             logger.debug("pruned %d worker registry row(s)", deleted)
+        return deleted
+
+    def prune_history(self) -> int:
+        """Delete the per-minute history older than ``HISTORY_KEEP_MS`` (by this worker's clock)."""
+        if self.history is None or self.history_keep_ms is None:
+            return 0
+        before_ms = self.history.clock() - self.history_keep_ms
+        deleted = 0
+        try:
+            while not self._stop.is_set():
+                batch = self.store.prune_queue_minutes(before_ms)
+                deleted += batch
+                if batch < 10_000:
+                    break
+        except Exception as exc:  # noqa: BLE001 - the next prune still runs
+            logger.error("pruning the per-minute history failed: %s", exc)
+        if deleted:
+            logger.debug("pruned %d per-minute history row(s)", deleted)
         return deleted
 
     def _sweep(self) -> None:

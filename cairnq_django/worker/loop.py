@@ -40,6 +40,7 @@ from ..store.base import NO_HOOKS, ClaimHooks
 from ..tasks.periodic import Ticker
 from .outcomes import NO_BACKOFF, Settlement, fail_settlement
 from .settler import Settler
+from .history import QueueHistory
 from .housekeeping import Sweeper
 from .wakeups import CommitWaker, PgWaker, Waker
 
@@ -148,6 +149,7 @@ class Worker(AttemptOwner):
         # retention sweeps and the unserved-names check (F18) run on a
         # housekeeping thread of their own.
         self.ticker = Ticker(store, write_lock=self.write_lock)
+        self.history = QueueHistory(store, write_lock=self.write_lock)
         self.sweeper = Sweeper(
             store,
             interval_ms=get_config()["RETENTION_INTERVAL_MS"],
@@ -157,6 +159,8 @@ class Worker(AttemptOwner):
             unserved_interval_ms=get_config()["UNSERVED_CHECK_INTERVAL_MS"],
             fleet_keep_ms=fleet_keep_ms(self.sources),
             worker_keep_ms=get_config()["WORKER_KEEP_MS"],
+            history=self.history,
+            history_keep_ms=get_config()["HISTORY_KEEP_MS"],
         )
         self.executor.on_fatal = self._fatal
         self.exit_code = 0
@@ -353,6 +357,7 @@ class Worker(AttemptOwner):
         elif status in ("failed", "queued"):
             self.failed += 1
         task = attempt.task
+        self.history.settled(task.queue, status)
         duration = call.duration_ms if call is not None else None
         if status == "succeeded":
             if logger.isEnabledFor(logging.DEBUG):
@@ -569,8 +574,10 @@ class Worker(AttemptOwner):
                     continue
                 self.budgets.acquire(source, nbytes)
                 started = bool(signals.task_started.receivers)
+                pickups = [pickup_ms(attempt.task) for attempt in attempts]
+                self.history.started(zip((attempt.task.queue for attempt in attempts), pickups))
                 # Per-task logging and signals only when someone is listening.
-                for attempt in attempts if (debug or started) else ():
+                for attempt, pickup in zip(attempts, pickups) if (debug or started) else ():
                     task = attempt.task
                     if debug:
                         logger.debug(
@@ -587,7 +594,7 @@ class Worker(AttemptOwner):
                             queue=task.queue,
                             attempt=task.attempt,
                             worker_id=self.worker_id,
-                            pickup_ms=pickup_ms(task),
+                            pickup_ms=pickup,
                         )
                 self.executor.submit(call)
 
@@ -639,6 +646,8 @@ class Worker(AttemptOwner):
         self.settler.wait_idle(max(SETTLE_GRACE_S, deadline - time.monotonic()))
         self.settler.stop(timeout=2.0)
         self.sweeper.stop()
+        # The last counts, settled during the drain: written before the connection closes.
+        self.history.flush()
         self.heartbeat.stop()
         if self.write_lock is not None:
             with self.write_lock:

@@ -1,0 +1,64 @@
+/* The queue dashboard, live: every few seconds fetch the page's live region
+   (?fragment=queues) and swap it in, without a reload. Without JavaScript the
+   page is the same, reloaded by hand. A refresh waits while the operator types
+   in a card's form, while the tab is hidden, and stops when the answer is not
+   the fragment (a login page after the session ended). */
+(function () {
+  "use strict";
+  var live = document.getElementById("cairnq-live");
+  if (!live || !window.fetch) {
+    return;
+  }
+  var every = parseInt(live.getAttribute("data-cairnq-refresh-ms"), 10) || 5000;
+  var url = live.getAttribute("data-cairnq-fragment-url");
+  var inFlight = false;
+
+  function editing() {
+    var active = document.activeElement;
+    if (active && live.contains(active) && /^(INPUT|TEXTAREA|SELECT|BUTTON)$/.test(active.tagName)) {
+      return true;
+    }
+    var fields = live.querySelectorAll("input[type=text], textarea");
+    for (var i = 0; i < fields.length; i += 1) {
+      if (fields[i].value) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+  function schedule() {
+    window.setTimeout(refresh, every);
+  }
+
+  function refresh() {
+    if (inFlight || document.hidden || editing()) {
+      schedule();
+      return;
+    }
+    inFlight = true;
+    window.fetch(url, { credentials: "same-origin", cache: "no-store" })
+      .then(function (response) {
+        if (!response.ok || response.headers.get("X-Cairnq-Fragment") !== "queues") {
+          throw new Error("not the dashboard fragment: " + response.status);
+        }
+        return response.text();
+      })
+      .then(function (html) {
+        live.innerHTML = html;
+        live.classList.remove("cairnq-stale");
+        live.setAttribute("data-cairnq-refreshed", String(Date.now()));
+        inFlight = false;
+        schedule();
+      })
+      .catch(function () {
+        // Keep the last figures, marked as stale; try again at the next turn.
+        live.classList.add("cairnq-stale");
+        inFlight = false;
+        schedule();
+      });
+  }
+
+  live.classList.add("cairnq-live-on");
+  schedule();
+})();

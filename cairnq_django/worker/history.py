@@ -1,0 +1,151 @@
+"""The worker's share of the per-minute history the dashboard draws (``cairnq_django_queue_minute``).
+
+Settlements and pickups are counted in memory, per queue and minute, and
+added to the table by ``flush``: ONE upsert for everything counted since the
+last flush, whatever the number of tasks. The housekeeping thread flushes
+every ``FLUSH_INTERVAL_S`` and the worker once more at a clean stop. A flush
+the database refuses keeps its counts for the next one (up to
+``MAX_PENDING_ROWS`` queue-minutes, the oldest dropped first): the history is
+a figure for operators, and settlement never waits for it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
+from . import connections as _db
+from ..models import MINUTE_MS, PICKUP_BUCKETS, SETTLED_COLUMNS
+
+if TYPE_CHECKING:
+    from ..store.base import Store
+
+logger = logging.getLogger("cairnq_django.worker")
+
+# Often enough for a dashboard refreshed every few seconds, rare enough to cost nothing.
+FLUSH_INTERVAL_S = 5.0
+# Queue-minutes held while flushes fail: a day of 7 busy queues.
+MAX_PENDING_ROWS = 10_000
+
+COUNT_COLUMNS: tuple[str, ...] = (
+    "succeeded",
+    "failed",
+    "retried",
+    "canceled",
+    "pickups",
+    "pickup_ms_sum",
+    *(column for column, _bound in PICKUP_BUCKETS),
+)
+
+
+def minute_of(ms: int) -> int:
+    """The start of the minute holding ``ms`` (ms since the epoch)."""
+    return ms - ms % MINUTE_MS
+
+
+def bucket_of(pickup_ms: int) -> str:
+    """The bucket column a pickup latency counts in (bounds inclusive)."""
+    for column, bound in PICKUP_BUCKETS:
+        if bound is None or pickup_ms <= bound:
+            return column
+    raise AssertionError("the last bucket has no bound")
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class QueueHistory:
+    """Counts of one worker not yet written; thread-safe (the loop, the settler and housekeeping share it)."""
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        write_lock: Any = None,
+        clock: Callable[[], int] = _now_ms,
+        max_rows: int = MAX_PENDING_ROWS,
+    ) -> None:
+        self.store = store
+        self.write_lock = write_lock
+        self.clock = clock
+        self.max_rows = max_rows
+        self._counts: dict[tuple[str, int], dict[str, int]] = {}
+        self._lock = threading.Lock()
+        self._failing = False
+        # Queue-minutes given up while the database refused flushes.
+        self.dropped = 0
+
+    def _row(self, queue: str, minute_ms: int) -> dict[str, int]:
+        row = self._counts.get((queue, minute_ms))
+        if row is None:
+            row = self._counts[(queue, minute_ms)] = dict.fromkeys(COUNT_COLUMNS, 0)
+        return row
+
+    def started(self, pickups: Iterable[tuple[str, int | None]]) -> None:
+        """Count started tasks: ``(queue, pickup_ms)`` each; a None latency (an odd stored time) counts no pickup."""
+        minute_ms = minute_of(self.clock())
+        with self._lock:
+            for queue, pickup_ms in pickups:
+                if pickup_ms is None:
+                    continue
+                row = self._row(queue, minute_ms)
+                row["pickups"] += 1
+                row["pickup_ms_sum"] += pickup_ms
+                row[bucket_of(pickup_ms)] += 1
+
+    def settled(self, queue: str, status: str) -> None:
+        """Count one settlement by the status it left the task in (``queued`` is a retry)."""
+        column = SETTLED_COLUMNS.get(status)
+        if column is None:
+            return
+        minute_ms = minute_of(self.clock())
+        with self._lock:
+            self._row(queue, minute_ms)[column] += 1
+
+    @property
+    def pending(self) -> int:
+        with self._lock:
+            return len(self._counts)
+
+    def flush(self) -> bool:
+        """Add what was counted to the table in one statement; True unless the database refused it."""
+        with self._lock:
+            taken, self._counts = self._counts, {}
+        if not taken:
+            return True
+        rows = [{"queue": queue, "minute_ms": minute_ms, **counts} for (queue, minute_ms), counts in taken.items()]
+        try:
+            if self.write_lock is None:
+                self.store.add_queue_minutes(rows)
+            else:
+                with self.write_lock:
+                    self.store.add_queue_minutes(rows)
+        except Exception as exc:  # noqa: BLE001 - kept for the next flush
+            _db.close_quietly(self.store.alias)
+            self._restore(taken)
+            if not self._failing:
+                logger.error("writing the per-minute history failed, keeping the counts: %s", exc)
+            self._failing = True
+            return False
+        if self._failing:
+            logger.info("per-minute history written again")
+        self._failing = False
+        return True
+
+    def _restore(self, taken: dict[tuple[str, int], dict[str, int]]) -> None:
+        """Put counts a failed flush took back, keeping at most ``max_rows`` queue-minutes (the newest)."""
+        with self._lock:
+            for key, counts in taken.items():
+                row = self._row(*key)
+                for column, value in counts.items():
+                    row[column] += value
+            excess = len(self._counts) - self.max_rows
+            if excess > 0:
+                for key in sorted(self._counts, key=lambda item: item[1])[:excess]:
+                    del self._counts[key]
+                self.dropped += excess
+                logger.warning("per-minute history: dropped %d unwritten queue-minute(s)", excess)
