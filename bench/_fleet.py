@@ -17,6 +17,8 @@ from typing import Any
 
 import psycopg
 
+import _tables  # noqa: F401 - puts bench/peers on the path
+import _wire  # bench/peers, put on the path by _tables
 from _harness import BENCH, REPO, Worker, peer_env, tail
 
 PYTHON = str(REPO / ".venv" / "bin" / "python")
@@ -89,12 +91,24 @@ class Fleet:
                 return line.strip()
         return ""
 
-    def stop(self) -> list[int]:
-        # SIGTERM all first, then wait: sixteen sequential graces would add up.
+    def stop(self, grace: float = 30.0) -> list[int]:
+        """SIGTERM every worker once, then wait for all (SIGKILL after ``grace``); return the exit codes.
+
+        All at once, since sixteen graces in turn would add up; and once, since
+        a second SIGTERM asks a worker to stop without waiting for its calls.
+        """
         for w in self.workers:
             if w.alive():
                 w.proc.terminate()
-        return [w.stop(grace=30) for w in self.workers]
+        deadline = time.monotonic() + grace
+        for w in self.workers:
+            try:
+                w.proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                w.proc.kill()
+                w.proc.wait()
+            w._out.close()
+        return [w.proc.returncode for w in self.workers]
 
 
 class Clients:
@@ -157,13 +171,9 @@ class ActivitySampler:
         self.conn.close()
 
     def _run(self) -> None:
-        query = (
-            "SELECT coalesce(state, 'none'), count(*) FROM pg_stat_activity "
-            "WHERE datname = %s AND backend_type = 'client backend' "
-            "AND application_name <> %s GROUP BY 1"
-        )
+        query = _wire.sql("postgres", "scale_activity")
         while not self._stop.is_set():
-            rows = self.conn.execute(query, [self.dbname, HARNESS_APP]).fetchall()
+            rows = self.conn.execute(query, {"name": self.dbname, "harness": HARNESS_APP}).fetchall()
             by_state = {state: int(n) for state, n in rows}
             by_state["total"] = sum(by_state.values())
             self.samples.append(by_state)
@@ -178,21 +188,14 @@ class ActivitySampler:
 
 
 def db_counters(conn: psycopg.Connection[Any], dbname: str) -> dict[str, int]:
-    row = conn.execute(
-        "SELECT xact_commit, tup_inserted, tup_updated, tup_deleted FROM pg_stat_database WHERE datname = %s",
-        [dbname],
-    ).fetchone()
+    row = conn.execute(_wire.sql("postgres", "db_counters"), {"name": dbname}).fetchone()
     assert row is not None
     return dict(zip(("xact_commit", "tup_inserted", "tup_updated", "tup_deleted"), (int(v) for v in row)))
 
 
 def table_stats(conn: psycopg.Connection[Any], table: str) -> dict[str, int]:
     # Cumulative statistics are cached per transaction; autocommit reads fresh ones.
-    row = conn.execute(
-        "SELECT n_live_tup, n_dead_tup, n_tup_upd, n_tup_hot_upd, pg_total_relation_size(relid) "
-        "FROM pg_stat_user_tables WHERE relname = %s",
-        [table],
-    ).fetchone()
+    row = conn.execute(_wire.sql("postgres", "scale_table_stats"), {"table": table}).fetchone()
     assert row is not None
     return dict(zip(("n_live_tup", "n_dead_tup", "n_tup_upd", "n_tup_hot_upd", "total_bytes"), (int(v) for v in row)))
 

@@ -70,7 +70,13 @@ def claim(seconds: float, interval: float) -> dict[str, object]:
         except Exception as exc:  # noqa: BLE001 - counted and reported
             errors.append(f"{type(exc).__name__}: {exc}"[:300])
         time.sleep(interval)
-    return {"claims": len(times_ms), "empty": empty, "times_ms": times_ms, "errors": len(errors), "first_errors": errors[:5]}
+    return {
+        "claims": len(times_ms),
+        "empty": empty,
+        "times_ms": times_ms,
+        "errors": len(errors),
+        "first_errors": errors[:5],
+    }
 
 
 def main() -> None:
@@ -80,7 +86,7 @@ def main() -> None:
     parser.add_argument("--name", default="bench.scale_record")
     parser.add_argument("--every-atomic", type=int, default=10)
     parser.add_argument("--seconds", type=float, default=3600.0)
-    parser.add_argument("--interval", type=float, default=0.05)
+    parser.add_argument("--interval", type=float, default=0.01)
     args = parser.parse_args()
     import django
 

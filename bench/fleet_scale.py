@@ -36,7 +36,6 @@ import _wire  # bench/peers, put on the path by _tables
 from _harness import BENCH
 
 QUEUE = "bench"
-RUNS_TABLE = "CREATE TABLE IF NOT EXISTS bench_scale_runs (task_id text NOT NULL, attempt int NOT NULL, started_ms bigint NOT NULL)"
 
 
 def p95(values: list[float]) -> float:
@@ -69,19 +68,21 @@ class Bench:
         _tables.fresh_pg(self.args.pg, self.args.db)
         _fleet.migrate(_fleet.project_env(self.db_url), self.logs / "migrate.log")
         with _fleet.connect(self.dsn) as conn:
-            conn.execute(RUNS_TABLE)
+            conn.execute(_wire.sql("postgres", "scale_runs_create"))
 
     def reset(self, conn: Any) -> None:
         """Empty the queue and the run log and vacuum, so every run starts from the same table."""
         conn.execute("DELETE FROM cairnq_tasks WHERE queue = %s", [QUEUE])
-        conn.execute("TRUNCATE bench_scale_runs")
+        conn.execute(_wire.sql("postgres", "scale_runs_empty"))
         conn.execute("VACUUM (ANALYZE) cairnq_tasks")
         try:
             conn.execute("CHECKPOINT")
         except Exception:  # noqa: BLE001 - a role without the right only loses the settling
             pass
 
-    def preload(self, conn: Any, n: int, name: str, payload: dict[str, Any] | None = None, one_txn: bool = True) -> None:
+    def preload(
+        self, conn: Any, n: int, name: str, payload: dict[str, Any] | None = None, one_txn: bool = True
+    ) -> None:
         """Insert ``n`` due tasks in chunks of 1,000 (in one transaction unless ``one_txn`` is false)."""
         body = json.dumps(payload) if payload is not None else None
 
@@ -90,9 +91,8 @@ class Bench:
                 size = min(n, lo + 1000) - lo
                 payloads = [body or json.dumps({"i": i}) for i in range(lo, lo + size)]
                 ids = [_wire.task_id() for _ in payloads]
-                conn.execute(
-                    _wire.sql("postgres", "raw_insert_many"), {"ids": ids, "payloads": payloads, "name": name, "queue": QUEUE}
-                )
+                params = {"ids": ids, "payloads": payloads, "name": name, "queue": QUEUE}
+                conn.execute(_wire.sql("postgres", "raw_insert_many"), params)
 
         if one_txn:
             with conn.transaction():
@@ -108,7 +108,9 @@ class Bench:
         rows = conn.execute(_wire.sql("postgres", "count_by_status"), {"queue": QUEUE}).fetchall()
         return {status: int(n) for status, n in rows}
 
-    def wait_drained(self, conn: Any, fleet: _fleet.Fleet, timeout: float, clients: _fleet.Clients | None = None) -> float:
+    def wait_drained(
+        self, conn: Any, fleet: _fleet.Fleet, timeout: float, clients: _fleet.Clients | None = None
+    ) -> float:
         deadline = time.monotonic() + timeout
         while self.live(conn) or (clients is not None and not clients.done()):
             if time.monotonic() > deadline:
@@ -139,9 +141,8 @@ class Bench:
             conc = total // procs
             with _fleet.connect(self.dsn) as conn:
                 self.reset(conn)
-            fleet = _fleet.Fleet(
-                procs, conc, _fleet.project_env(self.db_url), self.logs, f"p{procs}", ["--lease-ms", str(self.args.lease_ms)]
-            )
+            env = _fleet.project_env(self.db_url)
+            fleet = _fleet.Fleet(procs, conc, env, self.logs, f"p{procs}", ["--lease-ms", str(self.args.lease_ms)])
             try:
                 up = fleet.wait_ready()
                 time.sleep(1.0)
@@ -291,15 +292,8 @@ class Bench:
     def check_runs(self, conn: Any, t: int) -> dict[str, Any]:
         """Count tasks and handler runs: none lost, none run twice; pickup = handler start minus created."""
         counts = self.counts(conn)
-        runs, distinct, over = conn.execute(
-            "SELECT count(*), count(DISTINCT task_id), count(*) FILTER (WHERE attempt <> 1) FROM bench_scale_runs"
-        ).fetchone()
-        picks = [
-            float(v)
-            for (v,) in conn.execute(
-                "SELECT r.started_ms - t.created_at_ms FROM bench_scale_runs r JOIN cairnq_tasks t ON t.id = r.task_id"
-            ).fetchall()
-        ]
+        runs, distinct, over = conn.execute(_wire.sql("postgres", "scale_runs_check")).fetchone()
+        picks = [float(v) for (v,) in conn.execute(_wire.sql("postgres", "scale_pickups")).fetchall()]
         return {
             "counts": counts,
             "handler_runs": int(runs),
@@ -347,9 +341,7 @@ class Bench:
                     after = _fleet.table_stats(conn, "cairnq_tasks")
                     held_xmin = None
                     if pin is not None:
-                        held_xmin = conn.execute(
-                            "SELECT count(*) FROM pg_stat_activity WHERE backend_xmin IS NOT NULL AND state = 'idle in transaction'"
-                        ).fetchone()[0]
+                        held_xmin = conn.execute(_wire.sql("postgres", "scale_pinned_xmin")).fetchone()[0]
                 finally:
                     if pin is not None:
                         pin.close()
@@ -417,14 +409,20 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("command", choices=["processes", "pooler", "xmin"])
     parser.add_argument("--quick", action="store_true", help="the smaller sizes (about 1-3 minutes a command)")
-    parser.add_argument("--pg", default="postgresql://root@127.0.0.1:5432/postgres", help="DSN of any database on the server")
+    parser.add_argument(
+        "--pg", default="postgresql://root@127.0.0.1:5432/postgres", help="DSN of any database on the server"
+    )
     parser.add_argument("--db", default="bench_scale", help="database to drop and recreate (must start with bench_)")
     parser.add_argument("--pooler", default="127.0.0.1:6432", help="PgBouncer host:port (pooler)")
     parser.add_argument("--n", type=int, default=0, help="tasks per drain (processes) or per run (pooler, xmin)")
     parser.add_argument("--workers", type=int, default=0, help="worker processes (pooler)")
     parser.add_argument("--clients", type=int, default=0, help="submitting client processes (pooler)")
-    parser.add_argument("--total-concurrency", type=int, default=16, help="handler slots shared by the fleet (processes)")
-    parser.add_argument("--lease-ms", type=int, default=3000, help="lease of the processes fleet: a heartbeat every third of it")
+    parser.add_argument(
+        "--total-concurrency", type=int, default=16, help="handler slots shared by the fleet (processes)"
+    )
+    parser.add_argument(
+        "--lease-ms", type=int, default=3000, help="lease of the processes fleet: a heartbeat every third of it"
+    )
     args = parser.parse_args()
     bench = Bench(args)
     bench.say(f"fleet_scale {args.command} ({'quick' if args.quick else 'full'}), load {bench.result['load_before']}")

@@ -11,19 +11,20 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import _wire
+
 from django.db import connection
 
 import cairnq_django as cairnq
+
+_INSERT = _wire.sql("postgres", "scale_runs_insert")
 
 
 @cairnq.task("bench.scale_record")
 def scale_record(ctx: Any, payload: Any) -> None:
     started_ms = int(time.time() * 1000)
     with connection.cursor() as cur:
-        cur.execute(
-            "INSERT INTO bench_scale_runs (task_id, attempt, started_ms) VALUES (%s, %s, %s)",
-            [ctx.task_id, ctx.attempt, started_ms],
-        )
+        cur.execute(_INSERT, [ctx.task_id, ctx.attempt, started_ms])
 
 
 @cairnq.task("bench.scale_hold")
