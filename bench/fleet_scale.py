@@ -246,10 +246,12 @@ class Bench:
         t = self.args.n or (10_000 if quick else 100_000)
         self.result.update(workers=k, concurrency_each=4, clients=m, tasks=t, pooler=self.args.pooler)
         self.result["pgbouncer"] = _pgbouncer_config(self.args.pooler)
-        for listen in ("direct", ""):
+        modes = {"both": ("direct", ""), "listen": ("direct",), "poll": ("",)}[self.args.wakeups]
+        for listen in modes:
             mode = "listen" if listen else "poll"
             with _fleet.connect(self.dsn) as conn:
                 self.reset(conn)
+                self.polls = 0
                 env = _fleet.project_env(self.db_url, pooler=self.args.pooler, listen=listen)
                 fleet = _fleet.Fleet(k, 4, env, self.logs, f"pool-{mode}", [])
                 try:
@@ -258,11 +260,14 @@ class Bench:
                     per = [t // m + (1 if i < t % m else 0) for i in range(m)]
                     clients = _fleet.Clients([["submit", "--n", str(c)] for c in per], env, self.logs, f"pool-{mode}")
                     time.sleep(3.0)  # let the clients finish django.setup()
+                    before = self.counters()
                     with _fleet.ActivitySampler(self.dsn, self.args.db) as sampler:
                         clients.go()
                         t0 = time.monotonic()
                         t1 = self.wait_drained(conn, fleet, timeout=max(300.0, t / 10), clients=clients)
                     answers = clients.results()
+                    time.sleep(11.0)  # idle backends publish their counters within 10 s
+                    after = self.counters()
                 finally:
                     codes = fleet.stop()
                 check = self.check_runs(conn, t)
@@ -277,6 +282,11 @@ class Bench:
                 + [a["fatal"] for a in answers if "fatal" in a][:2],
                 "submit_seconds": [a.get("seconds") for a in answers],
                 "server_connections": sampler.summary(),
+                # Every commit on the database while the run lasted (and the
+                # 11 s after), the harness's polls and samples included.
+                "commits_per_task": (after["xact_commit"] - before["xact_commit"]) / t,
+                "harness_polls": self.polls,
+                "activity_samples": len(sampler.samples),
                 "exit_codes": codes,
                 **check,
             }
@@ -284,7 +294,8 @@ class Bench:
             self.say(
                 f"  {mode}: {run['tasks_per_s']:,.0f} tasks/s over {run['seconds']:.1f}s; lost {run['lost']}, "
                 f"ran twice {run['ran_twice']}, client errors {errors}; server connections max "
-                f"{run['server_connections']['max']}; pickup p50 {run['pickup_p50_ms']:.0f} ms, "
+                f"{run['server_connections']['max']}; {run['commits_per_task']:.1f} commits/task; "
+                f"pickup p50 {run['pickup_p50_ms']:.0f} ms, "
                 f"p95 {run['pickup_p95_ms']:.0f} ms"
             )
         self.write()
@@ -415,6 +426,9 @@ def main() -> None:
     parser.add_argument("--db", default="bench_scale", help="database to drop and recreate (must start with bench_)")
     parser.add_argument("--pooler", default="127.0.0.1:6432", help="PgBouncer host:port (pooler)")
     parser.add_argument("--n", type=int, default=0, help="tasks per drain (processes) or per run (pooler, xmin)")
+    parser.add_argument(
+        "--wakeups", choices=["both", "listen", "poll"], default="both", help="pooler: which runs (listen first)"
+    )
     parser.add_argument("--workers", type=int, default=0, help="worker processes (pooler)")
     parser.add_argument("--clients", type=int, default=0, help="submitting client processes (pooler)")
     parser.add_argument(
