@@ -24,7 +24,7 @@ os.environ["DJANGO_SETTINGS_MODULE"] = "ours_project.settings"
 
 
 def submit(n: int, name: str, every_atomic: int) -> dict[str, object]:
-    from django.db import transaction
+    from django.db import connection, transaction
 
     import cairnq_django as cairnq
 
@@ -42,6 +42,9 @@ def submit(n: int, name: str, every_atomic: int) -> dict[str, object]:
             ok += 1
         except Exception as exc:  # noqa: BLE001 - counted and reported
             errors.append(f"{type(exc).__name__}: {exc}"[:300])
+            # As Django does at the end of a request: drop a broken connection,
+            # so the next submit opens a new one instead of failing too.
+            connection.close()
     return {"submitted": ok, "errors": len(errors), "first_errors": errors[:5], "seconds": time.monotonic() - start}
 
 
