@@ -59,7 +59,12 @@ def claim(seconds: float, interval: float) -> dict[str, object]:
     empty = 0
     errors: list[str] = []
     stop = threading.Event()
-    threading.Thread(target=lambda: (sys.stdin.readline(), stop.set()), daemon=True).start()
+
+    def wait_stop() -> None:
+        sys.stdin.readline()
+        stop.set()
+
+    threading.Thread(target=wait_stop, daemon=True).start()
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline and not stop.is_set():
         try:

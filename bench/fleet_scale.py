@@ -272,7 +272,7 @@ class Bench:
                     codes = fleet.stop()
                 check = self.check_runs(conn, t)
             errors = sum(int(a.get("errors", 0)) for a in answers) + sum(1 for a in answers if "fatal" in a)
-            run = {
+            run: dict[str, Any] = {
                 "banner": banner,
                 "startup_s": up,
                 "seconds": t1 - t0,
@@ -352,14 +352,15 @@ class Bench:
                     after = _fleet.table_stats(conn, "cairnq_tasks")
                     held_xmin = None
                     if pin is not None:
-                        held_xmin = conn.execute(_wire.sql("postgres", "scale_pinned_xmin")).fetchone()[0]
+                        row = conn.execute(_wire.sql("postgres", "scale_pinned_xmin")).fetchone()
+                        held_xmin = int(row[0]) if row else 0
                 finally:
                     if pin is not None:
                         pin.close()
                     codes = fleet.stop()
                 counts = self.counts(conn)
             claims = [float(x) for x in answers[0].get("times_ms", [])]
-            run = {
+            run: dict[str, Any] = {
                 "seconds": t1 - t0,
                 "tasks_per_s": t / (t1 - t0),
                 "counts": counts,
