@@ -4,6 +4,12 @@ The database comes from ``BENCH_DIALECT`` ("postgres" or "sqlite") and
 ``BENCH_DB`` (a DSN or a file path), both set by the harness. SQLite uses the
 options ``docs/installation.md`` asks for (IMMEDIATE, WAL); synchronous stays
 at SQLite's default, as for every other SQLite peer.
+
+``bench/fleet_scale.py`` (issue 21) adds two switches, PostgreSQL only:
+``BENCH_POOLER`` ("host:port" of a PgBouncer in transaction mode) sends the
+default alias through it with ``CAIRNQ["TRANSACTION_POOLING"]``, and
+``BENCH_LISTEN=direct`` adds a ``direct`` alias past the pooler for
+``CAIRNQ["LISTEN_DATABASE"]`` (without it workers poll).
 """
 
 from __future__ import annotations
@@ -43,4 +49,17 @@ else:
     }
 
 CAIRNQ: dict[str, object] = {}
+
+_pooler = os.environ.get("BENCH_POOLER", "")
+if _pooler and os.environ["BENCH_DIALECT"] == "postgres":
+    _host, _, _port = _pooler.rpartition(":")
+    DATABASES["direct"] = dict(DATABASES["default"])
+    # Server-side cursors outlive a transaction: PgBouncer's transaction mode
+    # cannot hold them (Django's own advice for it).
+    DATABASES["default"].update(HOST=_host, PORT=_port, DISABLE_SERVER_SIDE_CURSORS=True)
+    CAIRNQ["TRANSACTION_POOLING"] = True
+    if os.environ.get("BENCH_LISTEN") == "direct":
+        CAIRNQ["LISTEN_DATABASE"] = "direct"
+    else:
+        del DATABASES["direct"]
 LOGGING = {"version": 1, "disable_existing_loggers": False, "root": {"level": "WARNING"}}

@@ -42,3 +42,6 @@ def big(ctx: Any, payload: Any) -> None:
 # other metric's worker keeps exactly the claim sources it had before them.
 if os.environ.get("BENCH_FLEET") == "1":
     from . import fleet_tasks  # noqa: F401
+# Likewise the scale-out bench's handlers (bench/fleet_scale.py, issue 21).
+if os.environ.get("BENCH_SCALE") == "1":
+    from . import scale_tasks  # noqa: F401
