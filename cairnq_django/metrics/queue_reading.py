@@ -2,7 +2,8 @@
 
 A reading is one statement, ``Store.queue_overview``: per queue its queued
 and running tasks, how long its earliest-due task has waited and whether it
-is paused, all through the claim index (terminal rows are never read, so
+is paused and how many live workers serve it, through the claim index and
+the worker registry (terminal rows are never read, so
 their totals are not exported: ``cairnq_stats`` and the dashboard count
 them). ``reading_cache`` keeps it to one reading per second.
 """
@@ -44,6 +45,11 @@ def render(queues: list[QueueOverview]) -> str:
                 "cairnq_queue_paused",
                 "1 while the queue is paused (cairnq.pause_queue), else 0.",
                 (({"queue": item.queue}, 1 if item.paused else 0) for item in queues),
+            ),
+            text_format.gauge(
+                "cairnq_queue_live_workers",
+                "Registered cairnq_worker processes serving the queue that refreshed within three heartbeats.",
+                (({"queue": item.queue}, item.live_workers) for item in queues),
             ),
         )
     )

@@ -84,6 +84,8 @@ class QueueOverview:
     # How long the earliest-due queued task has been due (ms); None when none is due.
     due_age_ms: int | None
     paused: bool
+    # Registered workers serving the queue, refreshed within three heartbeat intervals.
+    live_workers: int = 0
 
 
 @dataclass(frozen=True)

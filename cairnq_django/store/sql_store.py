@@ -389,6 +389,7 @@ class SQLStore(Store):
                 running=int(row["running"]),
                 due_age_ms=None if row["due_age_ms"] is None else max(0, int(row["due_age_ms"])),
                 paused=bool(row["paused"]),
+                live_workers=int(row["live_workers"]),
             )
             for row in rows
         ]

@@ -19,7 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 import cairnq_django as cq
 from cairnq_django.metrics import reading_cache
-from cairnq_django.models import Task
+from cairnq_django.models import Task, Worker
 
 from . import make_task, staff_user
 
@@ -151,9 +151,32 @@ def test_gauges_match_the_rows(store: Any, with_token: None) -> None:
     paused = {queue: got[("cairnq_queue_paused", (("queue", queue),))] for queue in expected}
     assert paused == {"mail": 0, "video": 1, "later": 0, "idle": 1}
     # Nothing but these three families, and no queue beyond those with rows or pauses.
-    assert {name for name, _ in got} == {"cairnq_queue_tasks", "cairnq_queue_oldest_due_age_seconds", "cairnq_queue_paused"}
+    assert {name for name, _ in got} == {
+        "cairnq_queue_tasks", "cairnq_queue_oldest_due_age_seconds", "cairnq_queue_paused", "cairnq_queue_live_workers"
+    }
     assert {dict(labels)["queue"] for _, labels in got} == set(expected)
     assert {dict(labels)["status"] for _, labels in got if "status" in dict(labels)} == set(STATUSES)
+
+
+def register(worker_id: str, queues: list[str], last_seen_ms: int, *, stopped: bool = False) -> None:
+    Worker.objects.create(
+        id=worker_id, host="h", pid=1, queues=queues, names=[], concurrency=1, heartbeat_interval_ms=1_000,
+        started_at_ms=last_seen_ms, last_seen_at_ms=last_seen_ms, stopped_at_ms=last_seen_ms if stopped else None,
+    )
+
+
+def test_live_workers_are_counted_per_queue_they_serve(store: Any, with_token: None) -> None:
+    make_task(store, "queued", queue="mail")
+    now = store.now_ms()
+    register("w-both", ["mail", "video"], now)
+    register("w-mail", ["mail"], now - 2_000)  # two beats late: still live (lost after three)
+    register("w-lost", ["mail"], now - 10_000)
+    register("w-stopped", ["mail"], now, stopped=True)
+    got = read(Client(), Authorization=f"Bearer {TOKEN}")
+    live = {dict(labels)["queue"]: value for (name, labels), value in got.items() if name == "cairnq_queue_live_workers"}
+    # "video" has no task: a live worker serving it is enough to show the queue.
+    assert live == {"mail": 2, "video": 1}
+    assert got[("cairnq_queue_tasks", (("queue", "video"), ("status", "queued")))] == 0
 
 
 def test_label_values_survive_the_text_format(store: Any, with_token: None) -> None:
