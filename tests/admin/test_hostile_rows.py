@@ -197,7 +197,7 @@ def test_blobs_and_numbers_in_text_columns(store: Any, root: Client) -> None:
     write_raw(task, name=b"\x00\xff", worker_id=7, message=b"\xfe", correlation_id=1.5, parent_id=3)
     html = pages(root, task)
     assert task in html["list"] and "cairnq-name" in cell(html["list"], task, "task_cell")
-    assert re.search(r'field-worker_id.*?<div class="readonly">7</div>', html["detail"], re.S)
+    assert re.search(r'field-worker_link.*?<div class="readonly">7</div>', html["detail"], re.S)
     assert root.get(reverse(CHANGELIST), {"q": "7"}).status_code == 200
 
 

@@ -93,10 +93,12 @@ def test_queue_tables_live_in_their_own_database(routed_env: dict[str, str]) -> 
     manage(routed_env, "migrate", "--database", "queue", "--noinput")
     tables = script(routed_env, TABLES)
     assert tables["default"] == ["auth_user", "auth_user_groups", "auth_user_user_permissions"]
-    # The protocol's four tables and the app's own, which its claims read beside them.
+    # The protocol's four tables and the app's own, which its claims and workers write beside them.
     assert tables["queue"] == [
         "cairnq_django_fleet_start",
+        "cairnq_django_queue_minute",
         "cairnq_django_queue_pause",
+        "cairnq_django_worker",
         "cairnq_meta",
         "cairnq_migrations",
         "cairnq_task_keys",
