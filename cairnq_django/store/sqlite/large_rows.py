@@ -6,9 +6,11 @@ derived from it here rather than kept as copies that could drift:
 * ``<write>_write`` -- the write's UPDATE without its RETURNING clause,
   restricted to the ids the pick found (``%(picked)s``);
 * ``<claim shape>_pick`` -- the claim's own selection, the subquery of its
-  ``WHERE id IN (...)``, unchanged.
+  ``WHERE id IN (...)``, unchanged;
+* ``claim_write`` -- ``claim_picked.sql`` (the fleet-limited claims' lease of
+  the picked ids) without its RETURNING clause.
 
-The rest (the claim's lease write, the picks of the other writes, the reads)
+The rest (the picks of the other writes, the reads)
 have no single-statement twin and live in ``store/sqlite/sql/large_rows/``.
 """
 
@@ -33,6 +35,8 @@ def step_sql(name: str) -> str:
         return _without_returning(base)
     if kind == "pick" and base in CLAIM_SHAPES:
         return _claim_selection(base)
+    if name == "claim_write":
+        return _lease_without_returning()
     return statement("sqlite", f"large_rows/{name}")
 
 
@@ -41,6 +45,14 @@ def _without_returning(name: str) -> str:
     end = next(i for i, line in enumerate(lines) if line.startswith("RETURNING"))
     note = f"-- Large-row mode: {name}.sql without RETURNING, restricted to the picked ids."
     return "\n".join([note, *lines[:end], PICKED_ONLY]) + "\n"
+
+
+def _lease_without_returning() -> str:
+    # claim_picked.sql already leases exactly the picked ids; only its RETURNING goes.
+    lines = statement("sqlite", "claim_picked").splitlines()
+    end = next(i for i, line in enumerate(lines) if line.startswith("RETURNING"))
+    note = "-- Large-row mode, claim step 2 of 3 (write): claim_picked.sql without RETURNING."
+    return "\n".join([note, *lines[1:end]]) + "\n"
 
 
 def _claim_selection(name: str) -> str:
