@@ -9,6 +9,7 @@ back off; stopping drains the calls in flight.
 from __future__ import annotations
 
 import logging
+import random
 import threading
 import time
 from collections.abc import Sequence
@@ -56,6 +57,10 @@ CLAIM_ERROR_BACKOFF_MAX_S = 5.0
 # outcome to the settler, and the least time the settler gets to write it.
 HANDOFF_WAIT_S = 5.0
 SETTLE_GRACE_S = 2.0
+# After a wake-up that found nothing, how long further wake-ups are gathered
+# into one claim (jittered ±50 %): a lost race costs a worker this much pickup
+# latency at most, and bounds its empty claims to about 20 a second.
+HERD_HOLD_OFF_S = 0.05
 
 
 class Worker(AttemptOwner):
@@ -505,6 +510,11 @@ class Worker(AttemptOwner):
                     return
                 self.settler.wait_idle(self.options.lease_ms / 1000)
                 continue
+            if hinted:
+                # Woken, but another worker took the task (every listener is
+                # woken by each submit): wake-ups for a short while then make
+                # one claim, not one each, which bounds a fleet's empty claims.
+                self.waker.hold_off(random.uniform(0.5, 1.5) * HERD_HOLD_OFF_S)
             # Nothing claimable: sleep until work arrives, a slot frees, the
             # next delayed task is due, or the poll ends.
             self.waker.wait(

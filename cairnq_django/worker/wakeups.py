@@ -79,6 +79,19 @@ class Waker:
             if self.event.wait(min(left, _SLICE)):
                 return
 
+    def hold_off(self, seconds: float) -> None:
+        """Sleep through wake-ups for ``seconds`` (a stop request still ends it).
+
+        Wake-ups that land meanwhile stay set, so the wait after this returns
+        at once if any came: many of them become one claim.
+        """
+        deadline = time.monotonic() + seconds
+        while not self.should_stop():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            time.sleep(min(left, _SLICE))
+
     def describe(self, poll_ms: int) -> str:
         """What ends an idle wait early, for the worker's banner."""
         return f"polling every {poll_ms} ms"
