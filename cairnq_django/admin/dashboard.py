@@ -8,20 +8,23 @@ from typing import TYPE_CHECKING, Any
 import django
 from django.contrib import admin
 from django.core.exceptions import PermissionDenied
-from django.db.models import Count, Field, Min, Q
+from django.db import connections
+from django.db.models import Count, F, Field, Min, Q
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
+from django.utils.formats import number_format
 from django.utils.safestring import SafeString
 from django.utils.translation import gettext as _
 
 from .charts import peak_per_minute, throughput_svg
+from .index_blind import IndexBlind
 from .queue_controls import ShownControl, shown_controls
 from .throughput import QueueHour, last_hour, quantile_text
 from .values import EMPTY, odd_time, stored_datetime
 from ..client import pauses
 from ..models import (
-    LIVE_STATUSES, TERMINAL_STATUSES, QueueDashboard, QueuePause, Task, TaskStatus, Worker, ms_to_datetime,
+    LIVE_STATUSES, TERMINAL_STATUSES, QueueDashboard, QueuePause, Task, TaskStatus, ms_to_datetime,
 )
 from ..store import get_store
 
@@ -31,6 +34,8 @@ if TYPE_CHECKING:
 # "Leases about to expire" on the dashboard.
 LEASE_WARNING_MS = 10_000
 FAILURE_WINDOW_MS = 3_600_000
+# A queue's finished tasks are counted up to this many per status; more shows as "1,000+".
+TERMINAL_COUNT_CAP = 1_000
 # How often the page's script (static/cairnq/dashboard.js) fetches the live region again.
 REFRESH_MS = 5_000
 # ?fragment=queues answers the live region alone, for that script.
@@ -64,19 +69,39 @@ class QueueRow:
     pickup_p95: str = EMPTY
 
     @property
-    def status_counts(self) -> list[tuple[str, str, int]]:
-        return [(status.value, str(status.label), self.counts.get(status.value, 0)) for status in TaskStatus]
+    def status_counts(self) -> list[tuple[str, str, str]]:
+        """(status, label, count as shown): a capped finished count reads "1,000+"."""
+        shown = []
+        for status in TaskStatus:
+            count = self.counts.get(status.value, 0)
+            text = number_format(count, force_grouping=True)
+            if status.value in TERMINAL_STATUSES and count >= TERMINAL_COUNT_CAP:
+                text += "+"
+            shown.append((status.value, str(status.label), text))
+        return shown
 
 
 def queue_rows(now_ms: int, alias: str) -> list[QueueRow]:
     """Gather the dashboard's figures per queue.
 
-    Counts come from ``store.stats()`` (one grouped read over the table, as
-    the protocol's dashboard read). The other figures read only live rows or
-    the last hour's failures, each through an index the protocol ships. A
-    paused queue has a card even when it holds no task.
+    Nothing here reads the terminal rows whole: the queues and their queued
+    and running counts come from ``store.queue_overview()`` (the metrics
+    view's reading), the finished counts from ``store.terminal_counts()``,
+    which stops counting at ``TERMINAL_COUNT_CAP``. The other figures read
+    only live rows or the last hour's failures, each through an index the
+    protocol ships. A paused queue, or one a live worker serves, has a card
+    even when it holds no task.
     """
-    rows = {queue: QueueRow(queue, dict(counts)) for queue, counts in get_store().stats().items()}
+    store = get_store()
+    overview = store.queue_overview()
+    terminal = store.terminal_counts([item.queue for item in overview], TERMINAL_COUNT_CAP)
+    rows = {
+        item.queue: QueueRow(
+            item.queue,
+            {TaskStatus.QUEUED.value: item.queued, TaskStatus.RUNNING.value: item.running, **terminal[item.queue]},
+        )
+        for item in overview
+    }
     tasks = Task.objects.using(alias)
 
     def row(queue: str) -> QueueRow:
@@ -86,11 +111,8 @@ def queue_rows(now_ms: int, alias: str) -> list[QueueRow]:
 
     for pause in pauses.paused_queues():
         row(pause.queue).pause = pause
-    # A few rows at most (one per running worker process), read whole.
-    for queues in Worker.objects.using(alias).live(now_ms).values_list("queues", flat=True):
-        for queue in queues or ():
-            if queue in rows:
-                rows[queue].live_workers += 1
+    for item in overview:
+        rows[item.queue].live_workers = item.live_workers
 
     queued = (
         tasks.filter(status=TaskStatus.QUEUED)
@@ -103,9 +125,9 @@ def queue_rows(now_ms: int, alias: str) -> list[QueueRow]:
         )
         .order_by()
     )
-    for item in queued:
-        row(item["queue"]).oldest_queued_ms = item["oldest"]
-        row(item["queue"]).oldest_due_ms = item["oldest_due"]
+    for oldest in queued:
+        row(oldest["queue"]).oldest_queued_ms = oldest["oldest"]
+        row(oldest["queue"]).oldest_due_ms = oldest["oldest_due"]
 
     # Repeat the lease index's predicate (status running, lease not null) so SQLite uses it.
     leases = (
@@ -121,23 +143,29 @@ def queue_rows(now_ms: int, alias: str) -> list[QueueRow]:
         row(lease["queue"]).leases_expiring = lease["expiring"]
         row(lease["queue"]).leases_expired = lease["expired"]
 
+    # SQLite would rather walk every row of a status in queue order (the claim
+    # index) than sort a few by queue; grouping on +queue takes the narrower index.
+    queue_group = IndexBlind(F("queue")) if connections[alias].vendor == "sqlite" else F("queue")
     requested = (
         tasks.filter(status=TaskStatus.RUNNING, cancel_requested_at_ms__isnull=False)
-        .values("queue")
+        .annotate(grouped_queue=queue_group)
+        .values("grouped_queue")
         .annotate(n=Count("pk"))
         .order_by()
     )
     for pending in requested:
-        row(pending["queue"]).cancel_requested = pending["n"]
+        row(pending["grouped_queue"]).cancel_requested = pending["n"]
 
+    # Through the (status, completed_at_ms) index: the last hour's failures only.
     failures = (
         tasks.filter(status=TaskStatus.FAILED, completed_at_ms__gte=now_ms - FAILURE_WINDOW_MS)
-        .values("queue")
+        .annotate(grouped_queue=queue_group)
+        .values("grouped_queue")
         .annotate(n=Count("pk"))
         .order_by()
     )
     for failure in failures:
-        row(failure["queue"]).failed_last_hour = failure["n"]
+        row(failure["grouped_queue"]).failed_last_hour = failure["n"]
     return [rows[name] for name in sorted(rows)]
 
 

@@ -15,13 +15,13 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
-from django.contrib.admin.views.main import ChangeList
 from django.db import connections
 from django.db.models import Case, F, Func, IntegerField, QuerySet, TextField, Value, When
 from django.db.models.functions import Cast, Substr
 from django.http import HttpRequest
 from django.utils.translation import gettext_lazy as _
 
+from .changelist import BoundedChangeList
 from .values import EMPTY
 from ..models import Task
 from ..protocol.payload import Undecodable, decode_stored
@@ -108,7 +108,7 @@ def with_payload_head(queryset: QuerySet[Task]) -> QuerySet[Task]:
     )
 
 
-class PreviewChangeList(ChangeList):
+class PreviewChangeList(BoundedChangeList):
     """A changelist that reads the SQLite payload heads of its page in one pass."""
 
     def get_results(self, request: HttpRequest) -> None:

@@ -223,6 +223,15 @@ class Store(abc.ABC):
         raise NotImplementedError
 
     @abc.abstractmethod
+    def terminal_counts(self, queues: Sequence[str], cap: int) -> dict[str, dict[str, int]]:
+        """Each queue's succeeded, failed and canceled tasks, every count stopping at ``cap``.
+
+        Read-only, through the claim index's (queue, status) ranges: at most
+        ``cap`` index entries per queue and status, however many rows exist.
+        """
+        raise NotImplementedError
+
+    @abc.abstractmethod
     def queue_overview(self, *, max_queues: int = 1000, max_steps: int = 64) -> builtins.list[QueueOverview]:
         """Every queue with a task or a pause, by name: its live counts, due age and pause.
 

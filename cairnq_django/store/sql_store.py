@@ -24,7 +24,7 @@ from ..protocol import bounds, payload as _payload, validation
 from ..exceptions import AlreadyExists, LostLease
 from ..protocol.ids import task_id as new_task_id, task_ids as new_task_ids
 from ..protocol.limits import FleetLimits
-from ..models import LIVE_STATUSES, Task, TaskStatus
+from ..models import LIVE_STATUSES, TERMINAL_STATUSES, Task, TaskStatus
 from ..protocol.envelopes import LEASE_EXPIRED_ERROR, encode_error
 from ..protocol.validation import check_spec as validate_spec
 from . import claim
@@ -378,6 +378,15 @@ class SQLStore(Store):
         for row in self._rows("stats", {"queue": queue}):
             counts = out.setdefault(row["queue"], dict.fromkeys(STATUSES, 0))
             counts[row["status"]] = int(row["n"])
+        return out
+
+    def terminal_counts(self, queues: Sequence[str], cap: int) -> dict[str, dict[str, int]]:
+        cap = bounds.LIST_LIMIT.check(cap, "cap")
+        out: dict[str, dict[str, int]] = {queue: {} for queue in queues}
+        if not out:
+            return out
+        for row in self._rows("terminal_counts", {"queues": self._list(list(out)), "cap": cap}):
+            out[str(row["queue"])] = {status: int(row[status]) for status in TERMINAL_STATUSES}
         return out
 
     def queue_overview(self, *, max_queues: int = 1000, max_steps: int = 64) -> builtins.list[QueueOverview]:

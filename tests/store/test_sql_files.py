@@ -448,3 +448,27 @@ def test_probe_and_recovery_find_leaseless_running_rows_by_index(big_table: str)
     for plan in (probe, recovery):
         assert "cairnq_tasks_lease_idx" in plan and "cairnq_tasks_status_completed_idx" in plan, plan
         assert _full_scans(dialect, plan) == [], plan
+
+
+def test_terminal_counts_stop_at_the_cap_through_the_claim_index(store: Any, big_table: str) -> None:
+    # The dashboard's finished counts: a (queue, status) range of the claim
+    # index per figure, cut off at the cap, never the table's terminal rows.
+    dialect = big_table
+    # The dashboard's cap: small beside a long-lived queue's finished rows, so
+    # the index range stays cheaper than a scan even before VACUUM has run.
+    params = {"queues": _lists(dialect, ["default", "mail"]), "cap": 1_000}
+    plan = _plan(dialect, "terminal_counts", params)
+    assert plan.count("cairnq_tasks_claim_idx") == 3, plan
+    assert [line for line in _full_scans(dialect, plan) if "cairnq_tasks" in line] == [], plan
+    if dialect == "postgres":
+        assert plan.count("Index Only Scan using cairnq_tasks_claim_idx") == 3, plan
+        generic = _generic_plan("terminal_counts", params)
+        assert generic.count("cairnq_tasks_claim_idx") == 3 and _full_scans(dialect, generic) == [], generic
+    counts = store.terminal_counts(["default", "mail"], 1_000)
+    assert counts == {
+        "default": {"succeeded": 1_000, "failed": 0, "canceled": 0},
+        "mail": {"succeeded": 0, "failed": 0, "canceled": 0},
+    }
+    assert store.terminal_counts(["default"], 7)["default"]["succeeded"] == 7
+    assert store.terminal_counts(["default"], TERMINAL_ROWS + 1)["default"]["succeeded"] == TERMINAL_ROWS
+    assert store.terminal_counts([], 7) == {}
