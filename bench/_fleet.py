@@ -187,6 +187,16 @@ class ActivitySampler:
         }
 
 
+def wal_lsn(conn: Any) -> str:
+    """The server's current WAL write position."""
+    return conn.execute("SELECT pg_current_wal_lsn()::text").fetchone()[0]
+
+
+def wal_bytes_since(conn: Any, lsn: str) -> int:
+    """WAL the whole server wrote since ``lsn`` (every database's, not this one's alone)."""
+    return int(conn.execute("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), %s::pg_lsn)", [lsn]).fetchone()[0])
+
+
 def db_counters(conn: psycopg.Connection[Any], dbname: str) -> dict[str, int]:
     row = conn.execute(_wire.sql("postgres", "db_counters"), {"name": dbname}).fetchone()
     assert row is not None

@@ -146,16 +146,18 @@ class Bench:
             try:
                 up = fleet.wait_ready()
                 time.sleep(1.0)
-                rates, costs = [], []
+                rates, costs, wal = [], [], []
                 for rep in range(reps):
                     before = self.counters()
                     self.polls = 0
                     # A connection of its own, closed after the drain: a backend
                     # publishes its counters at exit, so its polls can be subtracted.
                     with _fleet.connect(self.dsn) as conn:
+                        lsn_before = _fleet.wal_lsn(conn)
                         self.preload(conn, n, "bench.noop")
                         t0 = time.monotonic()
                         t1 = self.wait_drained(conn, fleet, timeout=max(120.0, n / 20))
+                        wal.append(_fleet.wal_bytes_since(conn, lsn_before) / n)
                         got = self.counts(conn)
                     if got.get("succeeded", 0) != n * (rep + 1):
                         raise RuntimeError(f"{procs} processes: expected {n * (rep + 1)} succeeded, found {got}")
@@ -176,12 +178,15 @@ class Bench:
                 "rates": rates,
                 "median": statistics.median(rates),
                 "commits_per_task": commits_per_task,
+                # The whole server's WAL over insert + drain: other databases' writes count too.
+                "wal_bytes_per_task": min(wal),
                 "exit_codes": codes,
                 **beat,
             }
             self.say(
                 f"  {procs:2d} x c{conc:<2d}: {statistics.median(rates):,.0f} tasks/s "
                 f"({', '.join(f'{r:,.0f}' for r in rates)}); {commits_per_task:.2f} commits/task; "
+                f"{min(wal):,.0f} WAL bytes/task; "
                 f"idle {beat['idle_commits_per_s_per_worker']:.2f} commits/s/worker, "
                 f"holding leases {beat['holding_commits_per_s_per_worker']:.2f} commits/s/worker, "
                 f"{beat['rows_updated_per_commit_holding']:.1f} rows updated/commit"
