@@ -133,7 +133,7 @@ def _apply(store: Store, operation: BulkOperation, ids: list[str]) -> tuple[int,
 
 def _user_pk(text: str) -> Any:
     """The requesting user's pk in its own type (stored as text: the user table may be elsewhere)."""
-    from django.contrib.auth import get_user_model
+    from django.contrib.auth import get_user_model  # only an admin (so auth) creates operations
 
     pk_field = get_user_model()._meta.pk
     return text if pk_field is None else pk_field.to_python(text)
