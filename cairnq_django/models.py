@@ -480,9 +480,9 @@ class ErrorMinute(models.Model):
 
 
 class BulkAction(models.TextChoices):
-    RETRY = "retry", _("Retry")
-    RETRY_RESET = "retry_reset", _("Retry, resetting attempts")
-    CANCEL = "cancel", _("Cancel")
+    RETRY = "retry", _("Retry tasks")
+    RETRY_RESET = "retry_reset", _("Retry tasks, resetting attempts")
+    CANCEL = "cancel", _("Cancel tasks")
 
 
 class BulkState(models.TextChoices):
@@ -493,7 +493,7 @@ class BulkState(models.TextChoices):
     # Every matching row up to the end of the id order was looked at.
     DONE = "done", _("Done")
     # Stopped by an operator; rows already changed stay changed.
-    CANCELED = "canceled", _("Canceled")
+    CANCELED = "canceled", _("Stopped")
 
 
 OPEN_BULK_STATES = (BulkState.PENDING, BulkState.RUNNING)

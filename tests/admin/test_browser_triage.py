@@ -19,6 +19,7 @@ from cairnq_django.models import BulkOperation, ErrorMinute, Task
 
 from worker.conftest import ledger_dir, start_worker  # noqa: F401 - fixtures
 from worker.conftest import wait_until
+from . import make_task
 from .test_browser import page, shot  # noqa: F401 - page is the fixture
 from .test_browser_pause import card, log_in
 
@@ -95,3 +96,27 @@ def test_triage_to_a_confirmed_bulk_retry(page: Any, live_server: Any, store: An
     page.goto(f"{live_server.url}/admin/cairnq/task/dashboard/")
     page.wait_for_timeout(500)
     shot(page, "triage-dashboard-dark")
+
+
+def test_the_progress_page_says_when_no_worker_runs(page: Any, live_server: Any, store: Any) -> None:  # noqa: F811
+    for _ in range(3):
+        make_task(store, "queued", queue="stuck")
+    User.objects.create_superuser("operator", password="s3cret-pass")
+    log_in(page, live_server.url, "operator", "s3cret-pass")
+    page.goto(f"{live_server.url}/admin/cairnq/task/?queue=stuck&status=queued")
+    page.click("#cairnq-cancel-all")
+    assert "No worker is running right now" in page.locator("#content").inner_text()
+    shot(page, "triage-bulk-cancel-confirm")
+    page.click("button[name=confirm]")
+    page.wait_for_url("**/admin/cairnq/task/bulk/*/")
+    assert page.locator("#cairnq-bulk-no-worker").is_visible()
+    assert page.locator("#cairnq-bulk-state").inner_text() == "Pending"
+    shot(page, "triage-bulk-no-worker")
+    page.click("button:has-text('Stop this operation')")
+    page.wait_for_url("**/admin/cairnq/task/bulk/*/")
+    assert page.locator("#cairnq-bulk-state").inner_text() == "Stopped"
+    assert "stay changed" in page.locator("ul.messagelist").inner_text()
+    assert Task.objects.filter(queue="stuck", status="queued").count() == 3
+    page.emulate_media(color_scheme="dark")
+    page.wait_for_timeout(500)
+    shot(page, "triage-bulk-stopped-dark")

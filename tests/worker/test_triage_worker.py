@@ -183,3 +183,14 @@ def test_a_canceled_operation_is_left_alone(cairnq_db: Any, start_worker: Any) -
 
     wait_until(later_done, 30, what="the open operation done")
     assert Task.objects.filter(queue="stopped", status="failed").count() == 10
+
+
+def test_the_worker_prunes_old_error_minutes(cairnq_db: Any, start_worker: Any) -> None:
+    now = int(time.time() * 1000)
+    now -= now % MINUTE_MS
+    fields = {"queue": "q", "name": "n", "error_type": "E", "message": "m", "failed": 1}
+    old = ErrorMinute.objects.create(minute_ms=now - 2 * 86_400_000, **fields)
+    recent = ErrorMinute.objects.create(minute_ms=now - 3_600_000, **fields)
+    start_worker("--queue", "q", overrides={"HISTORY_KEEP_MS": 86_400_000})
+    wait_until(lambda: not ErrorMinute.objects.filter(pk=old.pk).exists(), 20, what="old error minute pruned")
+    assert ErrorMinute.objects.filter(pk=recent.pk).exists()
