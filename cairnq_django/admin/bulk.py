@@ -20,7 +20,7 @@ from urllib.parse import urlencode
 import django
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
-from django.db.models import Count
+from django.db.models import Count, Q
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotAllowed, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
@@ -193,6 +193,20 @@ def progress(model_admin: TaskAdmin, request: HttpRequest, pk: int) -> HttpRespo
         response["X-Cairnq-Fragment"] = FRAGMENT
         return response
     return TemplateResponse(request, "admin/cairnq/bulk_progress.html", context)
+
+
+# Operations the dashboard lists: every open one and those ended this recently (at most RECENT_SHOWN).
+RECENT_MS = 600_000
+RECENT_SHOWN = 5
+
+
+def recent_operations(alias: str, now_ms: int) -> list[BulkOperation]:
+    """Open operations and those ended in the last ``RECENT_MS``, newest first (one query, the state index)."""
+    return list(
+        BulkOperation.objects.using(alias)
+        .filter(Q(state__in=OPEN_BULK_STATES) | Q(finished_at_ms__gte=now_ms - RECENT_MS))
+        .order_by("-id")[:RECENT_SHOWN]
+    )
 
 
 def cancel(model_admin: TaskAdmin, request: HttpRequest, pk: int) -> HttpResponse:

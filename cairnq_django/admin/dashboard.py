@@ -15,6 +15,7 @@ from django.urls import reverse
 from django.utils.safestring import SafeString
 from django.utils.translation import gettext as _
 
+from .bulk import recent_operations
 from .charts import peak_per_minute, throughput_svg
 from .queue_controls import ShownControl, shown_controls
 from .throughput import QueueHour, last_hour, quantile_text
@@ -196,6 +197,10 @@ def dashboard(model_admin: TaskAdmin, request: HttpRequest) -> HttpResponse:
         "live_statuses": LIVE_STATUSES,
         "terminal_statuses": TERMINAL_STATUSES,
         "changelist_url": changelist,
+        "operations": [
+            (operation, reverse(f"{model_admin.admin_site.name}:cairnq_task_bulk_progress", args=[operation.pk]))
+            for operation in recent_operations(store.alias, now_ms)
+        ],
         "bulk_url": reverse(f"{model_admin.admin_site.name}:cairnq_task_bulk"),
         "can_bulk_retry": model_admin.has_retry_permission(request),
         "workers_url": reverse(f"{model_admin.admin_site.name}:cairnq_worker_changelist"),

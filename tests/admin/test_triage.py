@@ -187,6 +187,9 @@ def test_confirm_counts_then_creates_an_operation(store: Any, root: Client) -> N
     assert 'id="cairnq-bulk-no-worker"' in progress and "0</strong> / <span id=\"cairnq-bulk-total\">3" in progress
     fragment = root.get(response["Location"], {"fragment": "progress"})
     assert fragment["X-Cairnq-Fragment"] == "progress" and "<html" not in fragment.content.decode()
+    # The dashboard lists the open operation, linking its page.
+    dashboard = root.get(reverse(DASHBOARD)).content.decode()
+    assert f'<a href="{response["Location"]}">' in dashboard and "Retry tasks #" in dashboard
     # Nothing changed yet: only a worker does the work.
     assert Task.objects.filter(queue="q", status="failed").count() == 3
 
