@@ -63,7 +63,12 @@ def _advance_once(store: Store, worker_id: str, chunk: int) -> bool:
         operation = _take(store)
         if operation is None:
             return False
-        tasks = matching_tasks(operation.filter, Task.objects.using(store.alias))
+        try:
+            tasks = matching_tasks(operation.filter, Task.objects.using(store.alias))
+        except (ValueError, TypeError, AttributeError) as exc:
+            # A filter the admin never writes (a row made by hand): end it, or it would block the rest.
+            _end(store, operation, BulkState.CANCELED, f"unusable filter: {exc}"[:ERROR_CHARS])
+            return True
         if operation.cursor is not None:
             tasks = tasks.filter(pk__gt=operation.cursor)
         ids = [str(pk) for pk in tasks.order_by("pk").values_list("pk", flat=True)[:chunk]]
@@ -90,6 +95,14 @@ def _advance_once(store: Store, worker_id: str, chunk: int) -> bool:
             operation.pk, operation.action, operation.processed, operation.changed, operation.errors,
         )
     return True
+
+
+def _end(store: Store, operation: BulkOperation, state: str, last_error: str) -> None:
+    now_ms = store.now_ms()
+    operation.state, operation.last_error = state, last_error
+    operation.updated_at_ms = operation.finished_at_ms = now_ms
+    operation.save(using=store.alias)
+    logger.error("bulk operation %s ended: %s", operation.pk, last_error)
 
 
 def _change(store: Store, action: str, ids: list[str]) -> list[tuple[Task, str]]:

@@ -194,3 +194,20 @@ def test_the_worker_prunes_old_error_minutes(cairnq_db: Any, start_worker: Any) 
     start_worker("--queue", "q", overrides={"HISTORY_KEEP_MS": 86_400_000})
     wait_until(lambda: not ErrorMinute.objects.filter(pk=old.pk).exists(), 20, what="old error minute pruned")
     assert ErrorMinute.objects.filter(pk=recent.pk).exists()
+
+
+def test_an_operation_with_an_unusable_filter_ends_and_the_next_runs(cairnq_db: Any, start_worker: Any) -> None:
+    make_failed(3, "next")
+    user = User.objects.create_superuser("operator", password="pw")
+    broken = operation(user, "retry", {"no_such_key": "x"}, 0)
+    following = operation(user, "retry", {"queue": "next"}, 3)
+    start_worker("--queue", "next")
+
+    def following_done() -> bool:
+        following.refresh_from_db()
+        return following.state == "done"
+
+    wait_until(following_done, 30, what="the operation after the broken one done")
+    broken.refresh_from_db()
+    assert broken.state == "canceled" and "unusable filter" in broken.last_error
+    assert following.changed == 3
