@@ -437,3 +437,116 @@ class QueueMinute(models.Model):
 
     def __str__(self) -> str:
         return f"{self.queue} @ {self.minute_ms}"
+
+
+# ``ErrorMinute.message`` holds a failure message's first line, cut to this many characters.
+ERROR_MESSAGE_CHARS = 200
+# ``ErrorMinute.error_type`` is cut to this many characters.
+ERROR_TYPE_CHARS = 200
+
+
+class ErrorMinute(models.Model):
+    """Failed attempts of one minute, by queue, task name, error type and short message (the dashboard's triage).
+
+    Workers count each failed attempt whose error they wrote, in memory, and
+    add them here with the queue history's flush; ``failed`` counts attempts
+    that left the task failed, ``retried`` those that put it back for another
+    attempt. Pruned with ``CAIRNQ["HISTORY_KEEP_MS"]``. See docs/admin.md.
+    """
+
+    id = models.BigAutoField(primary_key=True)
+    queue = models.CharField(max_length=1024)
+    # The minute's start, ms since the epoch (UTC), by the worker's clock.
+    minute_ms = models.BigIntegerField()
+    name = models.CharField(max_length=1024)
+    error_type = models.CharField(max_length=ERROR_TYPE_CHARS)
+    # The first line of the error's message, cut to ERROR_MESSAGE_CHARS: a prefix of the stored message.
+    message = models.CharField(max_length=ERROR_MESSAGE_CHARS)
+    failed = models.BigIntegerField(default=0)
+    retried = models.BigIntegerField(default=0)
+
+    class Meta:
+        db_table = "cairnq_django_error_minute"
+        verbose_name = _("error minute")
+        default_permissions = ("view",)
+        constraints = [
+            models.UniqueConstraint(
+                fields=["queue", "minute_ms", "name", "error_type", "message"], name="cairnq_django_error_minute_uniq"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.queue} @ {self.minute_ms}: {self.error_type}"
+
+
+class BulkAction(models.TextChoices):
+    RETRY = "retry", _("Retry tasks")
+    RETRY_RESET = "retry_reset", _("Retry tasks, resetting attempts")
+    CANCEL = "cancel", _("Cancel tasks")
+
+
+class BulkState(models.TextChoices):
+    # Waiting for a worker's housekeeping to take it.
+    PENDING = "pending", _("Pending")
+    # At least one chunk done; more rows after the cursor.
+    RUNNING = "running", _("Running")
+    # Every matching row up to the end of the id order was looked at.
+    DONE = "done", _("Done")
+    # Stopped by an operator; rows already changed stay changed.
+    CANCELED = "canceled", _("Stopped")
+
+
+OPEN_BULK_STATES = (BulkState.PENDING, BulkState.RUNNING)
+
+
+class BulkOperation(models.Model):
+    """A retry or cancel of every task matching a filter, advanced in chunks by the workers.
+
+    The admin's confirmation creates the row; a worker's housekeeping takes
+    one open operation at a time under a row lock and moves it ``CHUNK`` ids
+    further (in id order after ``cursor``), writing the admin log for each
+    changed task. See docs/admin.md.
+    """
+
+    id = models.BigAutoField(primary_key=True)
+    action = models.CharField(_("action"), max_length=20, choices=BulkAction.choices)
+    # The task list's filter: {"status": ..., "queue": ..., "error_type": ...} (client/task_filter.py).
+    filter = models.JSONField(_("filter"), default=dict)
+    # The user's pk as text (the user table may live in another database) and name at the time.
+    requested_by_pk = models.CharField(max_length=255)
+    requested_by = models.CharField(_("requested by"), max_length=150)
+    state = models.CharField(_("state"), max_length=20, choices=BulkState.choices, default=BulkState.PENDING)
+    # The last task id looked at; the next chunk starts after it.
+    cursor = models.TextField(null=True, blank=True)
+    # Rows matching at confirmation, rows looked at since, rows changed, rows a database error skipped.
+    matched = models.BigIntegerField(_("matched"), default=0)
+    processed = models.BigIntegerField(_("processed"), default=0)
+    changed = models.BigIntegerField(_("changed"), default=0)
+    errors = models.BigIntegerField(_("errors"), default=0)
+    last_error = models.TextField(_("last error"), blank=True, default="")
+    # The worker that advanced it last.
+    worker_id = models.CharField(max_length=255, blank=True, default="")
+    created_at_ms = models.BigIntegerField()
+    updated_at_ms = models.BigIntegerField()
+    finished_at_ms = models.BigIntegerField(null=True, blank=True)
+
+    class Meta:
+        db_table = "cairnq_django_bulk_operation"
+        verbose_name = _("bulk operation")
+        default_permissions = ("view",)
+        indexes = [models.Index(fields=["state", "id"], name="cairnq_django_bulk_state_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.get_action_display()} #{self.pk}"
+
+    @property
+    def is_open(self) -> bool:
+        return self.state in OPEN_BULK_STATES
+
+    @property
+    def created_at(self) -> dt.datetime | None:
+        return ms_to_datetime(self.created_at_ms)
+
+    @property
+    def finished_at(self) -> dt.datetime | None:
+        return ms_to_datetime(self.finished_at_ms)

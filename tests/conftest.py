@@ -17,6 +17,8 @@ CAIRNQ_TABLES = (
     "cairnq_django_queue_pause",
     "cairnq_django_queue_minute",
     "cairnq_django_worker",
+    "cairnq_django_error_minute",
+    "cairnq_django_bulk_operation",
 )
 
 

@@ -17,10 +17,12 @@ from django.utils.formats import number_format
 from django.utils.safestring import SafeString
 from django.utils.translation import gettext as _
 
+from .bulk import recent_operations
 from .charts import peak_per_minute, throughput_svg
 from .index_blind import IndexBlind
 from .queue_controls import ShownControl, shown_controls
 from .throughput import QueueHour, last_hour, quantile_text
+from .triage import TopError, top_errors
 from .values import EMPTY, odd_time, stored_datetime
 from ..client import pauses
 from ..models import (
@@ -67,6 +69,8 @@ class QueueRow:
     peak: int = 0
     pickup_p50: str = EMPTY
     pickup_p95: str = EMPTY
+    # The last hour's most frequent errors (the workers' error counts).
+    errors: list[TopError] = field(default_factory=list)
 
     @property
     def status_counts(self) -> list[tuple[str, str, str]]:
@@ -198,8 +202,10 @@ def dashboard(model_admin: TaskAdmin, request: HttpRequest) -> HttpResponse:
     now_ms = store.now_ms()
     rows = queue_rows(now_ms, store.alias)
     hours = last_hour([item.queue for item in rows], now_ms, store.alias)
+    errors = top_errors([item.queue for item in rows], now_ms, store.alias)
     for item in rows:
         item.hour = hours[item.queue]
+        item.errors = errors.get(item.queue, [])
         item.chart = throughput_svg(item.hour)
         item.peak = peak_per_minute(item.hour)
         item.pickup_p50 = quantile_text(item.hour, 0.5)
@@ -219,6 +225,12 @@ def dashboard(model_admin: TaskAdmin, request: HttpRequest) -> HttpResponse:
         "live_statuses": LIVE_STATUSES,
         "terminal_statuses": TERMINAL_STATUSES,
         "changelist_url": changelist,
+        "operations": [
+            (operation, reverse(f"{model_admin.admin_site.name}:cairnq_task_bulk_progress", args=[operation.pk]))
+            for operation in recent_operations(store.alias, now_ms)
+        ],
+        "bulk_url": reverse(f"{model_admin.admin_site.name}:cairnq_task_bulk"),
+        "can_bulk_retry": model_admin.has_retry_permission(request),
         "workers_url": reverse(f"{model_admin.admin_site.name}:cairnq_worker_changelist"),
         "lease_warning_s": LEASE_WARNING_MS // 1000,
         "now": ms_to_datetime(now_ms),

@@ -12,6 +12,7 @@ from django.http import HttpRequest
 from django.utils.translation import gettext_lazy as _
 
 from .values import storable_text
+from ..client.task_filter import apply_error_message, apply_error_type
 from ..conf import get_config
 from ..models import LIVE_STATUSES, Task, TaskStatus
 from ..tasks.registry import registered
@@ -125,3 +126,33 @@ class NameFilter(ExactTextFilter):
     title = _("name")
     parameter_name = "name"
     field = "name"
+
+
+class ErrorTypeFilter(ExactTextFilter):
+    """The error envelope's ``type``, exactly (the dashboard's triage links here)."""
+
+    title = _("error type")
+    parameter_name = "error_type"
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Task]) -> QuerySet[Task]:
+        value = (self.value() or "").strip()
+        if not value:
+            return queryset
+        if not storable_text(value):
+            return queryset.none()
+        return apply_error_type(queryset, value)
+
+
+class ErrorMessageFilter(ExactTextFilter):
+    """The error envelope's ``message`` starting with the typed text, case and all."""
+
+    title = _("error message starts with")
+    parameter_name = "error_message"
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Task]) -> QuerySet[Task]:
+        value = self.value() or ""
+        if not value.strip():
+            return queryset
+        if not storable_text(value):
+            return queryset.none()
+        return apply_error_message(queryset, value)

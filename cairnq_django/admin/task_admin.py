@@ -20,10 +20,11 @@ from django.utils.safestring import SafeString
 from django.utils.text import Truncator
 from django.utils.translation import gettext_lazy as _
 
+from . import bulk
 from .actions import cancel_one, cancel_tasks, retry_one, retry_tasks, retry_tasks_reset_attempts
 from .cells import TITLE_CHARS, attempt_html, clipped, no_handler_badge, status_html, task_html, when_text
 from .dashboard import dashboard
-from .filters import HandlerFilter, NameFilter, QueueFilter, StatusFilter
+from .filters import ErrorMessageFilter, ErrorTypeFilter, HandlerFilter, NameFilter, QueueFilter, StatusFilter
 from .paginator import EstimatedCountPaginator
 from .queue_controls import run_control
 from .preview import PreviewChangeList, compact_json, preview_from_head, with_payload_head
@@ -111,7 +112,7 @@ class TaskAdmin(admin.ModelAdmin):
         "payload_preview",
     )
     list_display_links = ("task_cell",)
-    list_filter = (StatusFilter, HandlerFilter, QueueFilter, NameFilter)
+    list_filter = (StatusFilter, HandlerFilter, QueueFilter, NameFilter, ErrorTypeFilter, ErrorMessageFilter)
     # The search box needs a non-empty search_fields; get_search_results does the work.
     search_fields = ("id",)
     search_help_text = _("Exact task id, key, name or correlation id.")
@@ -234,6 +235,10 @@ class TaskAdmin(admin.ModelAdmin):
         return [
             path("dashboard/", wrap(self.dashboard_view), name=f"{prefix}_dashboard"),
             path("dashboard/<slug:control>/", wrap(self.queue_control_view), name=f"{prefix}_queue_control"),
+            # Before the task's own paths: "bulk/1/cancel/" is no task id.
+            path("bulk/", wrap(self.bulk_confirm_view), name=f"{prefix}_bulk"),
+            path("bulk/<int:pk>/", wrap(self.bulk_progress_view), name=f"{prefix}_bulk_progress"),
+            path("bulk/<int:pk>/cancel/", wrap(self.bulk_cancel_view), name=f"{prefix}_bulk_cancel"),
             path("<path:object_id>/cancel/", wrap(self.cancel_view), name=f"{prefix}_cancel"),
             path("<path:object_id>/retry/", wrap(self.retry_view), name=f"{prefix}_retry"),
             *super().get_urls(),
@@ -245,6 +250,15 @@ class TaskAdmin(admin.ModelAdmin):
     def queue_control_view(self, request: HttpRequest, control: str) -> HttpResponse:
         return run_control(self, request, control)
 
+    def bulk_confirm_view(self, request: HttpRequest) -> HttpResponse:
+        return bulk.confirm(self, request)
+
+    def bulk_progress_view(self, request: HttpRequest, pk: int) -> HttpResponse:
+        return bulk.progress(self, request, pk)
+
+    def bulk_cancel_view(self, request: HttpRequest, pk: int) -> HttpResponse:
+        return bulk.cancel(self, request, pk)
+
     def cancel_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
         return cancel_one(self, request, object_id)
 
@@ -253,7 +267,14 @@ class TaskAdmin(admin.ModelAdmin):
 
     def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> HttpResponse:
         request.GET = _without_nul(request.GET)  # type: ignore[assignment]  # immutable, as Django makes it
-        context = {"cairnq_dashboard_url": reverse(f"{self.admin_site.name}:cairnq_task_dashboard")}
+        name = self.admin_site.name
+        context: dict[str, Any] = {"cairnq_dashboard_url": reverse(f"{name}:cairnq_task_dashboard")}
+        # "Retry / cancel all matching": offered on a list filtered by the keys an operation can carry.
+        query = bulk.bulk_query(request.GET)
+        if query is not None:
+            context["cairnq_bulk_url"] = reverse(f"{name}:cairnq_task_bulk") + "?" + query
+            context["cairnq_can_bulk_retry"] = self.has_retry_permission(request)
+            context["cairnq_can_bulk_cancel"] = self.has_cancel_permission(request)
         return super().changelist_view(request, {**context, **(extra_context or {})})
 
     def change_view(

@@ -409,6 +409,21 @@ class Store(abc.ABC):
         raise NotImplementedError
 
     @abc.abstractmethod
+    def add_error_minutes(self, rows: Sequence[dict[str, Any]]) -> None:
+        """Add failed-attempt counts to ``cairnq_django_error_minute`` in ONE upsert.
+
+        Each row names ``queue``, ``minute_ms``, ``name``, ``error_type`` and
+        ``message`` and carries ``failed`` and ``retried``; an existing row
+        gets them added, as ``add_queue_minutes`` does.
+        """
+        raise NotImplementedError
+
+    @abc.abstractmethod
+    def prune_error_minutes(self, before_ms: int, *, limit: int = 10_000) -> int:
+        """Delete error-count rows whose minute starts before ``before_ms`` (at most ``limit``); return how many."""
+        raise NotImplementedError
+
+    @abc.abstractmethod
     def recover_leases(self) -> int:
         """Recover expired leases outside a claim; return how many rows changed."""
         raise NotImplementedError

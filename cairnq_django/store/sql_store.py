@@ -661,6 +661,14 @@ class SQLStore(Store):
         params = {"before_ms": before_ms, "limit": limit}
         return len(self._run(lambda: self._rows("prune_queue_minutes", params)))
 
+    def add_error_minutes(self, rows: Sequence[dict[str, Any]]) -> None:
+        if rows:
+            self._run(lambda: self._rows("add_error_minutes", {"items": json.dumps(list(rows))}))
+
+    def prune_error_minutes(self, before_ms: int, *, limit: int = 10_000) -> int:
+        params = {"before_ms": before_ms, "limit": limit}
+        return len(self._run(lambda: self._rows("prune_error_minutes", params)))
+
     def unserved_names(
         self,
         queues: Sequence[str],

@@ -15,7 +15,10 @@
 * **Per-minute history** (docs/admin.md): every ``history.FLUSH_INTERVAL_S``
   add this worker's counts to ``cairnq_django_queue_minute``; at start-up and
   then every ``HISTORY_PRUNE_INTERVAL_S`` delete minutes older than
-  ``HISTORY_KEEP_MS``.
+  ``HISTORY_KEEP_MS`` (queue and error minutes alike).
+* **Bulk operations** (docs/admin.md): every ``BULK_POLL_S``, or at once while
+  one is open, move the oldest open admin retry/cancel one chunk on
+  (``bulk_operations``).
 
 A failed job is logged and runs again at its next time. The thread opens its
 own connection only while a job runs, so a long purge never delays claims or
@@ -38,6 +41,7 @@ from ..client.retention import PurgeRule, configured_rules, sweep
 from ..conf import number_problem
 from ..protocol.limits import MAX_WINDOW_MS
 from ..tasks.registry import get_task
+from . import bulk_operations
 from .history import FLUSH_INTERVAL_S, QueueHistory
 
 if TYPE_CHECKING:
@@ -56,6 +60,8 @@ WORKER_PRUNE_MIN_S = 1.0
 WORKER_PRUNE_MAX_S = 600.0
 # Old minutes go a few at a time: a day's rows of a few queues are a few thousand.
 HISTORY_PRUNE_INTERVAL_S = 3_600.0
+# An open bulk operation is looked for this often; one found is advanced chunk after chunk.
+BULK_POLL_S = 2.0
 
 
 def _interval_s(key: str, value: Any) -> float:
@@ -143,11 +149,12 @@ class Sweeper:
         next_prune_workers = now + prune_workers_every
         next_flush = now + FLUSH_INTERVAL_S if self.history is not None else math.inf
         next_forget = now if self.history is not None and self.history_keep_ms is not None else math.inf
+        next_bulk = now + BULK_POLL_S if self.history is not None else math.inf
         try:
             while not self._stop.wait(
                 max(
                     0.0,
-                    min(next_sweep, next_check, next_prune, next_prune_workers, next_flush, next_forget)
+                    min(next_sweep, next_check, next_prune, next_prune_workers, next_flush, next_forget, next_bulk)
                     - time.monotonic(),
                 )
             ):
@@ -157,6 +164,8 @@ class Sweeper:
                 if time.monotonic() >= next_forget:
                     self.prune_history()
                     next_forget = time.monotonic() + HISTORY_PRUNE_INTERVAL_S
+                if time.monotonic() >= next_bulk:
+                    next_bulk = time.monotonic() + (0.0 if self.advance_bulk() else BULK_POLL_S)
                 if time.monotonic() >= next_prune:
                     self.prune_fleet_starts()
                     next_prune = time.monotonic() + FLEET_PRUNE_INTERVAL_S
@@ -214,7 +223,7 @@ class Sweeper:
         deleted = 0
         try:
             while not self._stop.is_set():
-                batch = self.store.prune_queue_minutes(before_ms)
+                batch = self.store.prune_queue_minutes(before_ms) + self.store.prune_error_minutes(before_ms)
                 deleted += batch
                 if batch < 10_000:
                     break
@@ -223,6 +232,16 @@ class Sweeper:
         if deleted:
             logger.debug("pruned %d per-minute history row(s)", deleted)
         return deleted
+
+    def advance_bulk(self) -> bool:
+        """Move an open bulk operation one chunk on; True if there was one."""
+        write_lock = self.history.write_lock if self.history is not None else None
+        worker_id = self.application_name.removeprefix("cairnq_worker:")
+        try:
+            return bulk_operations.advance(self.store, worker_id=worker_id, write_lock=write_lock)
+        except Exception as exc:  # noqa: BLE001 - the next poll tries again
+            logger.error("advancing a bulk operation failed: %s", exc)
+            return False
 
     def _sweep(self) -> None:
         try:

@@ -316,6 +316,10 @@ class Worker(AttemptOwner):
 
     def _on_settled(self, item: Settlement, status: str) -> None:
         self._forget(item.attempt)
+        if item.failure is not None and status in ("failed", "queued"):
+            # The triage's counts: only a failure this worker wrote (a cancel that won shows as canceled).
+            task = item.attempt.task
+            self.history.errored(task.queue, task.name, item.failure.error, terminal=status == "failed")
         if item.snoozed and status == "queued":
             self._snoozed(item)
         else:

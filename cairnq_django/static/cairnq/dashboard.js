@@ -2,7 +2,9 @@
    (?fragment=queues) and swap it in, without a reload. Without JavaScript the
    page is the same, reloaded by hand. A refresh waits while the operator types
    in a card's form, while the tab is hidden, and stops when the answer is not
-   the fragment (a login page after the session ended). */
+   the fragment (a login page after the session ended). The bulk-operation
+   page uses it too (data-cairnq-fragment="progress"); its region says
+   data-cairnq-final once the operation has ended, and refreshing stops. */
 (function () {
   "use strict";
   var live = document.getElementById("cairnq-live");
@@ -11,6 +13,11 @@
   }
   var every = parseInt(live.getAttribute("data-cairnq-refresh-ms"), 10) || 5000;
   var url = live.getAttribute("data-cairnq-fragment-url");
+  var fragment = live.getAttribute("data-cairnq-fragment") || "queues";
+
+  function ended() {
+    return live.querySelector("[data-cairnq-final]") !== null;
+  }
   var inFlight = false;
 
   function editing() {
@@ -39,7 +46,7 @@
     inFlight = true;
     window.fetch(url, { credentials: "same-origin", cache: "no-store" })
       .then(function (response) {
-        if (!response.ok || response.headers.get("X-Cairnq-Fragment") !== "queues") {
+        if (!response.ok || response.headers.get("X-Cairnq-Fragment") !== fragment) {
           throw new Error("not the dashboard fragment: " + response.status);
         }
         return response.text();
@@ -49,7 +56,9 @@
         live.classList.remove("cairnq-stale");
         live.setAttribute("data-cairnq-refreshed", String(Date.now()));
         inFlight = false;
-        schedule();
+        if (!ended()) {
+          schedule();
+        }
       })
       .catch(function () {
         // Keep the last figures, marked as stale; try again at the next turn.
@@ -60,5 +69,7 @@
   }
 
   live.classList.add("cairnq-live-on");
-  schedule();
+  if (!ended()) {
+    schedule();
+  }
 })();
