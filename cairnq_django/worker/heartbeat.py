@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING, Any
 
 from django.db import Error as DatabaseError
 
-from . import connections as _db
 
 if TYPE_CHECKING:
     from ..store.base import Store
@@ -79,16 +78,14 @@ class Heartbeat:
         self._thread.join(timeout=2.0)
 
     def _run(self) -> None:
-        _db.tag_thread(self.store.alias, self.application_name)
+        # The store runs each beat on the worker's shared connection
+        # (connections.py), which also replaces one an error left broken.
         failing = False
-        try:
-            # A registered worker's first beat is its registration, right at start-up.
-            if self.presence is not None:
-                failing = self._tick(failing)
-            while not self._stop.wait(self.interval):
-                failing = self._tick(failing)
-        finally:
-            _db.close_quietly(self.store.alias)
+        # A registered worker's first beat is its registration, right at start-up.
+        if self.presence is not None:
+            failing = self._tick(failing)
+        while not self._stop.wait(self.interval):
+            failing = self._tick(failing)
 
     def _tick(self, failing: bool) -> bool:
         """Run one beat; return whether the database is failing (to log a failure once)."""
@@ -98,7 +95,6 @@ class Heartbeat:
         # Without leases to renew, the beat still refreshes the registry row.
         if not attempts and self.presence is None:
             return failing
-        _db.drop_if_broken(self.store.alias)
         try:
             renewed = self._beat([attempt.task.id for attempt in attempts])
         except DatabaseError as exc:
@@ -108,7 +104,6 @@ class Heartbeat:
                     len(attempts),
                     exc,
                 )
-            _db.close_quietly(self.store.alias)
             return True
         if failing:
             logger.info("heartbeat recovered")

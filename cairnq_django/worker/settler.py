@@ -24,7 +24,6 @@ from django.db import InterfaceError, OperationalError
 
 from ..exceptions import LostLease
 from ..store.base import Failure
-from . import connections as _db
 from ..protocol.backoff import Backoff
 from ..protocol.envelopes import unserializable_envelope
 from .outcomes import Settlement
@@ -112,48 +111,44 @@ class Settler:
 
     # ---- the thread --------------------------------------------------------------
     def _run(self) -> None:
-        _db.tag_thread(self.store.alias, self.application_name)
+        # The store runs each write on the worker's shared connection
+        # (connections.py), which also replaces one an error left broken.
         backoff = Backoff(RETRY_FIRST_S, RETRY_CAP_S)
-        try:
-            while True:
+        while True:
+            with self._cond:
+                while not self._pending and not self._stopping:
+                    self._cond.wait()
+                if not self._pending and self._stopping:
+                    return
+                batch = [
+                    self._pending.popleft()
+                    for _ in range(min(len(self._pending), _MAX_ROWS))
+                ]
+                self._busy = len(batch)
+            try:
+                while batch:
+                    try:
+                        self._write(batch)
+                        batch = []
+                        if backoff.reset():
+                            logger.info("settlement writes resumed")
+                    except _TRANSIENT as exc:
+                        batch = self._expire(batch)
+                        if backoff.failures == 0:
+                            logger.error(
+                                "settlement write failed, retrying: %s", exc
+                            )
+                        if self._stopping:
+                            # Shutting down: the leases will expire and the
+                            # tasks be redelivered; do not hold the exit.
+                            for item in batch:
+                                self._lost(item)
+                            break
+                        time.sleep(backoff.next_delay())
+            finally:
                 with self._cond:
-                    while not self._pending and not self._stopping:
-                        self._cond.wait()
-                    if not self._pending and self._stopping:
-                        return
-                    batch = [
-                        self._pending.popleft()
-                        for _ in range(min(len(self._pending), _MAX_ROWS))
-                    ]
-                    self._busy = len(batch)
-                try:
-                    while batch:
-                        _db.drop_if_broken(self.store.alias)
-                        try:
-                            self._write(batch)
-                            batch = []
-                            if backoff.reset():
-                                logger.info("settlement writes resumed")
-                        except _TRANSIENT as exc:
-                            _db.close_quietly(self.store.alias)
-                            batch = self._expire(batch)
-                            if backoff.failures == 0:
-                                logger.error(
-                                    "settlement write failed, retrying: %s", exc
-                                )
-                            if self._stopping:
-                                # Shutting down: the leases will expire and the
-                                # tasks be redelivered; do not hold the exit.
-                                for item in batch:
-                                    self._lost(item)
-                                break
-                            time.sleep(backoff.next_delay())
-                finally:
-                    with self._cond:
-                        self._busy = 0
-                        self._cond.notify_all()
-        finally:
-            _db.close_quietly(self.store.alias)
+                    self._busy = 0
+                    self._cond.notify_all()
 
     def _expire(self, batch: list[Settlement]) -> list[Settlement]:
         # A write retried for longer than the lease can no longer succeed: the
@@ -236,7 +231,6 @@ class Settler:
                 logger.exception(
                     "could not settle task=%s name=%s", item.attempt.task.id, item.attempt.task.name
                 )
-                _db.drop_if_broken(self.store.alias)
                 continue
             answer[item.attempt.task.id] = status
         return answer
@@ -260,7 +254,6 @@ class Settler:
                 raise
             except Exception as exc:  # noqa: BLE001
                 # The database refused the encoded result: deterministic, so permanent.
-                _db.drop_if_broken(self.store.alias)
                 failure = item.failure = Failure(
                     task_id, unserializable_envelope(str(exc)), retryable=False
                 )
