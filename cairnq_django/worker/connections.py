@@ -131,10 +131,6 @@ class SharedConnection:
             finally:
                 connections[self.alias] = own
 
-    @property
-    def connected(self) -> bool:
-        return self._wrapper is not None and self._wrapper.connection is not None
-
 
 class TakingTurns:
     """A store whose every call runs on a ``SharedConnection``; other attributes pass through."""
