@@ -13,7 +13,8 @@ A worker process holds, of its own, whatever ``--concurrency`` is:
 Handler threads use their own Django connection each (suffix ``:h``), for the
 handler's code and for what the worker does on a handler's behalf there
 (``ctx.progress``, ``ctx.heartbeat``, early settlement, child submits, large
-payloads loaded before the call). On PostgreSQL the worker's connections are
+payloads loaded before the call); so do the settler's and the heartbeat's
+threads, for the signal receivers they call. On PostgreSQL the worker's connections are
 tagged ``cairnq_worker:<worker_id>`` in ``application_name`` so operators and
 fault tests can find them in ``pg_stat_activity``.
 

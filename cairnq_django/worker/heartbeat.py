@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from django.db import Error as DatabaseError
 
+from . import connections as _db
 
 if TYPE_CHECKING:
     from ..store.base import Store
@@ -80,12 +81,18 @@ class Heartbeat:
     def _run(self) -> None:
         # The store runs each beat on the worker's shared connection
         # (connections.py), which also replaces one an error left broken.
+        # This thread's own connection is for the task_lease_lost receivers
+        # it calls: user code, named like handler threads'.
+        _db.tag_thread(self.store.alias, f"{self.application_name}:h")
         failing = False
-        # A registered worker's first beat is its registration, right at start-up.
-        if self.presence is not None:
-            failing = self._tick(failing)
-        while not self._stop.wait(self.interval):
-            failing = self._tick(failing)
+        try:
+            # A registered worker's first beat is its registration, right at start-up.
+            if self.presence is not None:
+                failing = self._tick(failing)
+            while not self._stop.wait(self.interval):
+                failing = self._tick(failing)
+        finally:
+            _db.close_quietly(self.store.alias)
 
     def _tick(self, failing: bool) -> bool:
         """Run one beat; return whether the database is failing (to log a failure once)."""

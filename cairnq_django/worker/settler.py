@@ -24,6 +24,7 @@ from django.db import InterfaceError, OperationalError
 
 from ..exceptions import LostLease
 from ..store.base import Failure
+from . import connections as _db
 from ..protocol.backoff import Backoff
 from ..protocol.envelopes import unserializable_envelope
 from .outcomes import Settlement
@@ -113,6 +114,15 @@ class Settler:
     def _run(self) -> None:
         # The store runs each write on the worker's shared connection
         # (connections.py), which also replaces one an error left broken.
+        # This thread's own connection is for the signal receivers it calls
+        # (task_finished, ...): user code, named like handler threads'.
+        _db.tag_thread(self.store.alias, f"{self.application_name}:h")
+        try:
+            self._settle_forever()
+        finally:
+            _db.close_quietly(self.store.alias)
+
+    def _settle_forever(self) -> None:
         backoff = Backoff(RETRY_FIRST_S, RETRY_CAP_S)
         while True:
             with self._cond:
