@@ -55,7 +55,7 @@ class AttemptOwner:
     # The threads the async twins write on; None: ``asyncio.to_thread``.
     db_executor: Executor | None = None
     # Held by the worker's own SQLite writes (None elsewhere); see load_payload.
-    write_lock: threading.Lock | None = None
+    write_lock: threading.Lock | threading.RLock | None = None
 
     def __init__(
         self,

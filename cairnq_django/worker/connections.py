@@ -1,9 +1,22 @@
-"""Per-thread database connection care for the worker's threads.
+"""Database connection care for the worker's threads, and the budget they keep (issue 21).
 
-Each worker thread (claim loop, heartbeat, settler, handler threads) uses its
-own Django connection. On PostgreSQL each is tagged with an
-``application_name`` (``cairnq_worker:<worker_id>`` and a suffix per role) so
-operators and fault tests can find them in ``pg_stat_activity``.
+A worker process holds, of its own, whatever ``--concurrency`` is:
+
+* the claim loop's connection (claims, periodic schedules, the hand-back at
+  a drain timeout);
+* ONE connection shared by the settler, the heartbeat (with the registry
+  row), housekeeping (retention, pruning, the unserved-names check, the
+  per-minute history flush) and the stop-time writes: ``SharedConnection``,
+  each store call under one lock, so they take turns on it;
+* on PostgreSQL with LISTEN, the listener's own connection (wakeups.py).
+
+Handler threads use their own Django connection each (suffix ``:h``), for the
+handler's code and for what the worker does on a handler's behalf there
+(``ctx.progress``, ``ctx.heartbeat``, early settlement, child submits, large
+payloads loaded before the call); so do the settler's and the heartbeat's
+threads, for the signal receivers they call. On PostgreSQL the worker's connections are
+tagged ``cairnq_worker:<worker_id>`` in ``application_name`` so operators and
+fault tests can find them in ``pg_stat_activity``.
 
 The worker's own connections also get statement and lock timeouts of one
 lease: for the session when connected directly, or on every statement
@@ -14,6 +27,8 @@ sessions are not the worker's to set.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from typing import Any
 
 from django.db import close_old_connections, connections
 
@@ -29,7 +44,10 @@ def tag_thread(alias: str, application_name: str) -> None:
     The settings dict is shared by every thread's connection wrapper, so the
     wrapper of this thread gets its own copy with the name added.
     """
-    wrapper = connections[alias]
+    _tag(connections[alias], application_name)
+
+
+def _tag(wrapper: Any, application_name: str) -> None:
     if wrapper.vendor != "postgresql":
         return
     options = dict(wrapper.settings_dict.get("OPTIONS") or {})
@@ -64,6 +82,82 @@ def _bounded(libpq_options: str) -> str:
 
 def _bound_ms() -> int:
     return max(1000, int(get_config()["LEASE_MS"]))
+
+
+class SharedConnection:
+    """One connection to ``alias`` that several worker threads take turns on.
+
+    ``call`` runs a store call on it under ``lock``: for that call the calling
+    thread's ``connections[alias]`` is the shared wrapper, and its own is put
+    back afterwards (so the claim loop may call it too without losing its
+    connection). A call that leaves the connection broken closes it; the next
+    one reconnects.
+    """
+
+    def __init__(self, alias: str, application_name: str, lock: Any) -> None:
+        self.alias = alias
+        self.application_name = application_name
+        # Reentrant where the callers nest (the settler's own write lock on SQLite).
+        self.lock = lock
+        self._wrapper: Any = None
+
+    def call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        with self.lock:
+            if self._wrapper is None:
+                wrapper = connections.create_connection(self.alias)
+                _tag(wrapper, self.application_name)
+                wrapper.inc_thread_sharing()
+                self._wrapper = wrapper
+            own = connections[self.alias]
+            connections[self.alias] = self._wrapper
+            try:
+                drop_if_broken(self.alias)
+                try:
+                    return fn(*args, **kwargs)
+                except BaseException:
+                    drop_if_broken(self.alias)
+                    raise
+            finally:
+                connections[self.alias] = own
+
+    def close(self) -> None:
+        """Close the shared connection (at the worker's stop)."""
+        with self.lock:
+            if self._wrapper is None:
+                return
+            own = connections[self.alias]
+            connections[self.alias] = self._wrapper
+            try:
+                close_quietly(self.alias)
+            finally:
+                connections[self.alias] = own
+
+
+class TakingTurns:
+    """A store whose every call runs on a ``SharedConnection``; other attributes pass through."""
+
+    def __init__(self, store: Any, shared: SharedConnection) -> None:
+        self._store = store
+        self._shared = shared
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self._store, name)
+        if not callable(value):
+            return value
+        shared = self._shared
+
+        def on_shared(*args: Any, **kwargs: Any) -> Any:
+            return shared.call(value, *args, **kwargs)
+
+        return on_shared
+
+
+def budget(dialect: str, listens: bool, concurrency: int) -> str:
+    """Say what connections the worker holds of its own, for the banner."""
+    own = "2 (claim; settle + heartbeat + housekeeping)"
+    if dialect == "postgres":
+        own = own.replace("2 ", "2 pooled ", 1) + (" + 1 listen" if listens else " + 0 listen")
+    return f"{own}; handler code adds its own, up to {concurrency}"
 
 
 def drop_if_broken(alias: str) -> None:

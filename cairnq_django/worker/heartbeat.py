@@ -79,7 +79,11 @@ class Heartbeat:
         self._thread.join(timeout=2.0)
 
     def _run(self) -> None:
-        _db.tag_thread(self.store.alias, self.application_name)
+        # The store runs each beat on the worker's shared connection
+        # (connections.py), which also replaces one an error left broken.
+        # This thread's own connection is for the task_lease_lost receivers
+        # it calls: user code, named like handler threads'.
+        _db.tag_thread(self.store.alias, f"{self.application_name}:h")
         failing = False
         try:
             # A registered worker's first beat is its registration, right at start-up.
@@ -98,7 +102,6 @@ class Heartbeat:
         # Without leases to renew, the beat still refreshes the registry row.
         if not attempts and self.presence is None:
             return failing
-        _db.drop_if_broken(self.store.alias)
         try:
             renewed = self._beat([attempt.task.id for attempt in attempts])
         except DatabaseError as exc:
@@ -108,7 +111,6 @@ class Heartbeat:
                     len(attempts),
                     exc,
                 )
-            _db.close_quietly(self.store.alias)
             return True
         if failing:
             logger.info("heartbeat recovered")

@@ -20,9 +20,10 @@
   one is open, move the oldest open admin retry/cancel one chunk on
   (``bulk_operations``).
 
-A failed job is logged and runs again at its next time. The thread opens its
-own connection only while a job runs, so a long purge never delays claims or
-heartbeats, and an idle worker holds no extra connection between jobs.
+A failed job is logged and runs again at its next time. Each statement runs
+on the connection the worker shares with settlement and the heartbeat
+(connections.py), in bounded batches, so a long purge never holds it for long
+and never delays claims.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ import random
 import threading
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from django.core.exceptions import ImproperlyConfigured
 from django.db import Error as DatabaseError
@@ -95,7 +95,14 @@ class Worker(AttemptOwner):
         )
         # SQLite has one writer at a time; the worker's own writer threads take
         # turns in-process instead of sleeping in SQLite's busy handler.
-        self.write_lock = threading.Lock() if store.dialect == "sqlite" else None
+        # Reentrant: the shared connection's turns take it too (connections.py).
+        self.write_lock = threading.RLock() if store.dialect == "sqlite" else None
+        # Settlement, heartbeat, housekeeping and the stop-time writes take
+        # turns on one connection; the claim loop keeps its own.
+        self.shared = _db.SharedConnection(
+            store.alias, self.application_name, self.write_lock or threading.RLock()
+        )
+        shared_store = self.shared_store = cast("Store", _db.TakingTurns(store, self.shared))
         self.planner = ClaimPlanner(
             store,
             self.sources,
@@ -132,7 +139,7 @@ class Worker(AttemptOwner):
             retry_backoff_max_ms=options.retry_backoff_max_ms,
         )
         self.settler = Settler(
-            store,
+            shared_store,
             self.worker_id,
             application_name=self.application_name,
             lease_ms=options.lease_ms,
@@ -154,9 +161,9 @@ class Worker(AttemptOwner):
         # retention sweeps and the unserved-names check (F18) run on a
         # housekeeping thread of their own.
         self.ticker = Ticker(store, write_lock=self.write_lock)
-        self.history = QueueHistory(store, write_lock=self.write_lock)
+        self.history = QueueHistory(shared_store, write_lock=self.write_lock)
         self.sweeper = Sweeper(
-            store,
+            shared_store,
             interval_ms=get_config()["RETENTION_INTERVAL_MS"],
             application_name=self.application_name,
             queues=options.queues,
@@ -181,7 +188,7 @@ class Worker(AttemptOwner):
             counters=self._counters,
         )
         self.heartbeat = Heartbeat(
-            store,
+            shared_store,
             self.worker_id,
             lease_ms=options.lease_ms,
             interval_ms=interval_ms,
@@ -264,7 +271,8 @@ class Worker(AttemptOwner):
             f"max_run: {opts.max_run_ms or 'unbounded'}"
             + (" ms" if opts.max_run_ms else "")
             + f", poll: {opts.poll_interval_ms} ms\n"
-            f"  wake-ups: {self.waker.describe(opts.poll_interval_ms)}"
+            f"  wake-ups: {self.waker.describe(opts.poll_interval_ms)}\n"
+            f"  connections: {_db.budget(self.store.dialect, isinstance(self.waker, PgWaker), self.budgets.concurrency)}"
         )
 
     # ---- AttemptOwner ----------------------------------------------------------------
@@ -663,13 +671,10 @@ class Worker(AttemptOwner):
         # The last counts, settled during the drain: written before the connection closes.
         self.history.flush()
         self.heartbeat.stop()
-        if self.write_lock is not None:
-            with self.write_lock:
-                self.presence.stop(self.store)
-        else:
-            self.presence.stop(self.store)
+        self.presence.stop(self.shared_store)
         self.waker.stop()
         self.executor.stop()
+        self.shared.close()
         _db.close_quietly(self.store.alias)
         logger.info(
             "worker %s stopped: %d claimed, %d settled",

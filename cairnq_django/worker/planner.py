@@ -80,7 +80,7 @@ class ClaimPlanner:
         lease_ms: int,
         poll_s: float,
         async_commit: bool,
-        write_lock: threading.Lock | None = None,
+        write_lock: threading.Lock | threading.RLock | None = None,
         hooks: ClaimHooks = NO_HOOKS,
     ) -> None:
         self.store = store

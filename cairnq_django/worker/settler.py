@@ -112,48 +112,53 @@ class Settler:
 
     # ---- the thread --------------------------------------------------------------
     def _run(self) -> None:
-        _db.tag_thread(self.store.alias, self.application_name)
-        backoff = Backoff(RETRY_FIRST_S, RETRY_CAP_S)
+        # The store runs each write on the worker's shared connection
+        # (connections.py), which also replaces one an error left broken.
+        # This thread's own connection is for the signal receivers it calls
+        # (task_finished, ...): user code, named like handler threads'.
+        _db.tag_thread(self.store.alias, f"{self.application_name}:h")
         try:
-            while True:
-                with self._cond:
-                    while not self._pending and not self._stopping:
-                        self._cond.wait()
-                    if not self._pending and self._stopping:
-                        return
-                    batch = [
-                        self._pending.popleft()
-                        for _ in range(min(len(self._pending), _MAX_ROWS))
-                    ]
-                    self._busy = len(batch)
-                try:
-                    while batch:
-                        _db.drop_if_broken(self.store.alias)
-                        try:
-                            self._write(batch)
-                            batch = []
-                            if backoff.reset():
-                                logger.info("settlement writes resumed")
-                        except _TRANSIENT as exc:
-                            _db.close_quietly(self.store.alias)
-                            batch = self._expire(batch)
-                            if backoff.failures == 0:
-                                logger.error(
-                                    "settlement write failed, retrying: %s", exc
-                                )
-                            if self._stopping:
-                                # Shutting down: the leases will expire and the
-                                # tasks be redelivered; do not hold the exit.
-                                for item in batch:
-                                    self._lost(item)
-                                break
-                            time.sleep(backoff.next_delay())
-                finally:
-                    with self._cond:
-                        self._busy = 0
-                        self._cond.notify_all()
+            self._settle_forever()
         finally:
             _db.close_quietly(self.store.alias)
+
+    def _settle_forever(self) -> None:
+        backoff = Backoff(RETRY_FIRST_S, RETRY_CAP_S)
+        while True:
+            with self._cond:
+                while not self._pending and not self._stopping:
+                    self._cond.wait()
+                if not self._pending and self._stopping:
+                    return
+                batch = [
+                    self._pending.popleft()
+                    for _ in range(min(len(self._pending), _MAX_ROWS))
+                ]
+                self._busy = len(batch)
+            try:
+                while batch:
+                    try:
+                        self._write(batch)
+                        batch = []
+                        if backoff.reset():
+                            logger.info("settlement writes resumed")
+                    except _TRANSIENT as exc:
+                        batch = self._expire(batch)
+                        if backoff.failures == 0:
+                            logger.error(
+                                "settlement write failed, retrying: %s", exc
+                            )
+                        if self._stopping:
+                            # Shutting down: the leases will expire and the
+                            # tasks be redelivered; do not hold the exit.
+                            for item in batch:
+                                self._lost(item)
+                            break
+                        time.sleep(backoff.next_delay())
+            finally:
+                with self._cond:
+                    self._busy = 0
+                    self._cond.notify_all()
 
     def _expire(self, batch: list[Settlement]) -> list[Settlement]:
         # A write retried for longer than the lease can no longer succeed: the
@@ -236,7 +241,6 @@ class Settler:
                 logger.exception(
                     "could not settle task=%s name=%s", item.attempt.task.id, item.attempt.task.name
                 )
-                _db.drop_if_broken(self.store.alias)
                 continue
             answer[item.attempt.task.id] = status
         return answer
@@ -260,7 +264,6 @@ class Settler:
                 raise
             except Exception as exc:  # noqa: BLE001
                 # The database refused the encoded result: deterministic, so permanent.
-                _db.drop_if_broken(self.store.alias)
                 failure = item.failure = Failure(
                     task_id, unserializable_envelope(str(exc)), retryable=False
                 )

@@ -116,6 +116,10 @@ def test_handlers_returning_after_sigterm_are_settled_once(
             )
             for _ in range(SETTLE_WORKERS)
         ]
+        # Two quick workers may start all of the batch while a slow one still
+        # boots; SIGTERM before its handler is installed would kill it outright.
+        for worker in workers:
+            worker.wait_ready(60)
         wait_until(
             lambda: len([e for e in ledger() if e["event"] == "start"])
             >= starts_before + len(batch),
