@@ -158,9 +158,13 @@ def test_gauges_match_the_rows(store: Any, with_token: None) -> None:
     assert {dict(labels)["status"] for _, labels in got if "status" in dict(labels)} == set(STATUSES)
 
 
+# Long beats, so a slow test does not turn a live row lost before the reading.
+BEAT_MS = 10_000
+
+
 def register(worker_id: str, queues: list[str], last_seen_ms: int, *, stopped: bool = False) -> None:
     Worker.objects.create(
-        id=worker_id, host="h", pid=1, queues=queues, names=[], concurrency=1, heartbeat_interval_ms=1_000,
+        id=worker_id, host="h", pid=1, queues=queues, names=[], concurrency=1, heartbeat_interval_ms=BEAT_MS,
         started_at_ms=last_seen_ms, last_seen_at_ms=last_seen_ms, stopped_at_ms=last_seen_ms if stopped else None,
     )
 
@@ -169,8 +173,8 @@ def test_live_workers_are_counted_per_queue_they_serve(store: Any, with_token: N
     make_task(store, "queued", queue="mail")
     now = store.now_ms()
     register("w-both", ["mail", "video"], now)
-    register("w-mail", ["mail"], now - 2_000)  # two beats late: still live (lost after three)
-    register("w-lost", ["mail"], now - 10_000)
+    register("w-mail", ["mail"], now - 2 * BEAT_MS)  # two beats late: still live (lost after three)
+    register("w-lost", ["mail"], now - 10 * BEAT_MS)
     register("w-stopped", ["mail"], now, stopped=True)
     got = read(Client(), Authorization=f"Bearer {TOKEN}")
     live = {dict(labels)["queue"]: value for (name, labels), value in got.items() if name == "cairnq_queue_live_workers"}
@@ -237,7 +241,8 @@ def test_concurrent_scrapers_cost_one_reading_per_second(store: Any, with_token:
         thread.join(30)
     elapsed = time.monotonic() - started
     assert not errors, errors
-    assert len(answers) > 40 and set(answers) == {200}, (len(answers), set(answers))
+    # Every scraper was answered, each more than once (how often depends on the machine's load).
+    assert len(answers) > 2 * len(threads) and set(answers) == {200}, (len(answers), set(answers))
     # A reading every second at most: 2.5 s of scraping makes three (at 0, 1+, 2+ s).
     assert 1 <= len(readings) <= int(elapsed) + 1, (readings, elapsed)
     assert all(b - a >= 1.0 for a, b in zip(readings, readings[1:])), readings
