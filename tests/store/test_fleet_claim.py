@@ -105,6 +105,21 @@ def test_a_saturated_key_does_not_hide_the_keys_behind_it(store: Any) -> None:
         unregister("t.fair")
 
 
+def test_a_key_with_room_for_several_reads_on_past_a_first_read_of_one_key(store: Any) -> None:
+    definition = task("t.wide", global_concurrency=2, limit_key="customer")(lambda ctx, payload: None)
+    try:
+        cairnq.submit_many([("t.wide", {"customer": "a", "i": i}) for i in range(40)])
+        submit("t.wide", 5, customer="b")
+        fleet = fleet_limits(definition, {})
+        assert fleet is not None
+        # The first read (several rows per row wanted) holds only "a": the draw reads on
+        # past it, and each key gets its two slots.
+        assert sorted(key_of(row) for row in claim(store, fleet, 4)) == ["a", "a", "b", "b"]
+        assert claim(store, fleet, 4, "w2") == []
+    finally:
+        unregister("t.wide")
+
+
 def test_a_rate_limit_bounds_starts_in_any_window(store: Any) -> None:
     fleet = FleetLimits(name="t.rated", rate=parse_rate("4/s"))
     submit("t.rated", 20)

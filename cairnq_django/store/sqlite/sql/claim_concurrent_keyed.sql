@@ -2,7 +2,7 @@
 -- tasks running under an unexpired lease (its live calls: no rate, no global resource, and a keyed name has no
 -- batch), and pick in claim order what the limit admits. The store leases the pick in the same statement
 -- (leasing_claim) and logs no start.
--- params: queues (JSON), name, limit, concurrency, scan, now
+-- params: queues (JSON), name, limit, concurrency, head (rows of the first read), scan (of the read past its keys), now
 -- How many more calls each key with live calls may start now; a key counted nowhere has the whole limit.
 WITH room AS (
     SELECT coalesce(json_extract(metadata, '$.cairnq_django.limit_key'), '') AS limit_key,
@@ -15,7 +15,7 @@ WITH room AS (
       AND name = %(name)s
     GROUP BY 1
 ),
--- Each queue's head in cairnq_tasks_claim_name_idx order, saturated keys skipped so they hide no other key.
+-- Each queue's first head rows in cairnq_tasks_claim_name_idx order, saturated keys skipped so they hide no other key.
 ahead AS (
     SELECT head.id, head.priority, head.run_at_ms,
            coalesce(json_extract(head.metadata, '$.cairnq_django.limit_key'), '') AS limit_key
@@ -32,10 +32,10 @@ ahead AS (
           AND (coalesce(json_extract(metadata, '$.cairnq_django.limit_key'), '')
                   NOT IN (SELECT limit_key FROM room WHERE room <= 0))
         ORDER BY priority DESC, run_at_ms, id
-        LIMIT %(scan)s
+        LIMIT %(head)s
     )
     ORDER BY head.priority DESC, head.run_at_ms, head.id
-    LIMIT %(scan)s
+    LIMIT %(head)s
 ),
 -- When the first read found too few keys (one key's long run), read on past its keys.
 behind AS (

@@ -6,6 +6,7 @@
 -- params: the claim's own (p_*), p_synchronous_commit ('off' = ASYNC_CLAIM_COMMIT, null = the session's)
 CREATE OR REPLACE FUNCTION cairnq_django_claim_concurrent_keyed(
     p_concurrency int,
+    p_head int,
     p_lease_ms bigint,
     p_limit int,
     p_name text,
@@ -46,7 +47,8 @@ BEGIN
     budget AS (
         SELECT greatest(0, p_limit) AS rows
     ),
-    -- Each queue's head in cairnq_tasks_claim_name_idx order, saturated keys skipped so they hide no other key.
+    -- Each queue's first p_head rows in cairnq_tasks_claim_name_idx order, saturated keys skipped so they hide no
+    -- other key (p_head holds several rows per row wanted: enough keys, as a rule, without reading p_scan rows).
     ahead AS (
         SELECT head.id, head.priority, head.run_at_ms, head.limit_key
         FROM unnest(p_queues) wanted(queue)
@@ -61,10 +63,10 @@ BEGIN
               AND wanted.queue <> ALL(ARRAY(SELECT queue FROM cairnq_django_queue_pause))
               AND k.limit_key NOT IN (SELECT limit_key FROM room WHERE room <= 0)
             ORDER BY t.priority DESC, t.run_at_ms, t.id
-            LIMIT p_scan
+            LIMIT p_head
         ) head
         ORDER BY head.priority DESC, head.run_at_ms, head.id
-        LIMIT p_scan
+        LIMIT p_head
     ),
     -- When the first read found too few keys (one key's long run), read on past its keys.
     behind AS (
