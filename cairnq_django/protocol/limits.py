@@ -129,6 +129,16 @@ class FleetLimits:
         return f"task:{self.name}" if self.concurrency is not None or self.rate is not None else None
 
     @property
+    def counts_running_tasks(self) -> bool:
+        """True when the live calls are simply the name's tasks running under a lease, so no start is logged.
+
+        That holds for ``global_concurrency`` alone: a rate counts starts that
+        have ended, a global resource is shared with other names, and a batch
+        call is several tasks.
+        """
+        return self.concurrency is not None and self.rate is None and self.resource is None and self.batch == 1
+
+    @property
     def resource_scope(self) -> str | None:
         return f"resource:{self.resource}" if self.resource is not None else None
 

@@ -135,6 +135,11 @@ DrawFunction = Callable[[Sequence[str] | None, int, FleetLimits | None], T]
 # with room are found behind a long run of one key's tasks.
 KEYED_SCAN_ROWS = 512
 
+# A keyed claim of a name limited by concurrency alone reads first this many
+# rows per row it may take (saturated keys skipped), and reads on to
+# KEYED_SCAN_ROWS past their keys only when they hold too few keys.
+KEYED_HEAD_ROWS_PER_ROW = 4
+
 
 def draw_limited(
     store: SQLStore,
@@ -176,6 +181,7 @@ def draw_limited(
         "fresh_room": min(own) if own else None,
         "resource_capacity": fleet.resource_capacity,
         "scan": max(limit, KEYED_SCAN_ROWS) if fleet.keyed else limit,
+        "head": min(max(limit, KEYED_SCAN_ROWS), KEYED_HEAD_ROWS_PER_ROW * limit),
         **store._claim_commit(relaxed),
     }
     rows = decode_rows(defer_large_payloads(store._limited_rows(params, fleet)))

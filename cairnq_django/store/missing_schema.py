@@ -28,8 +28,8 @@ TABLES = (
     "cairnq_django_queue_minute",
 )
 
-# The app's functions (migration 0006): missing when its migrations have not all run.
-FUNCTIONS = ("cairnq_django_claim_limited",)
+# The app's functions (migrations 0006, 0009): missing when its migrations have not all run.
+FUNCTIONS = ("cairnq_django_claim_limited", "cairnq_django_claim_concurrent")
 
 # PostgreSQL's SQLSTATEs for a relation and a function that do not exist.
 _UNDEFINED_TABLE = "42P01"

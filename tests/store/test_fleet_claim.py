@@ -15,7 +15,7 @@ import pytest
 from django.db import DatabaseError, connections, transaction
 
 import cairnq_django as cairnq
-from cairnq_django.models import FleetStart
+from cairnq_django.models import FleetStart, Task
 from cairnq_django.protocol.limits import FleetLimits, Rate, parse_rate
 from cairnq_django.store.base import ClaimRequest
 from cairnq_django.store.missing_schema import is_missing_table
@@ -103,6 +103,21 @@ def test_a_saturated_key_does_not_hide_the_keys_behind_it(store: Any) -> None:
         assert [key_of(row) for row in claim(store, fleet, 4, "w2")] == ["small"]
     finally:
         unregister("t.fair")
+
+
+def test_a_key_with_room_for_several_reads_on_past_a_first_read_of_one_key(store: Any) -> None:
+    definition = task("t.wide", global_concurrency=2, limit_key="customer")(lambda ctx, payload: None)
+    try:
+        cairnq.submit_many([("t.wide", {"customer": "a", "i": i}) for i in range(40)])
+        submit("t.wide", 5, customer="b")
+        fleet = fleet_limits(definition, {})
+        assert fleet is not None
+        # The first read (several rows per row wanted) holds only "a": the draw reads on
+        # past it, and each key gets its two slots.
+        assert sorted(key_of(row) for row in claim(store, fleet, 4)) == ["a", "a", "b", "b"]
+        assert claim(store, fleet, 4, "w2") == []
+    finally:
+        unregister("t.wide")
 
 
 def test_a_rate_limit_bounds_starts_in_any_window(store: Any) -> None:
@@ -264,21 +279,39 @@ def test_a_claim_waits_for_a_concurrent_claim_of_the_same_limit_to_commit(store:
 
 def test_pruning_keeps_what_can_still_count(store: Any) -> None:
     rated = FleetLimits(name="t.pruned", rate=parse_rate("100/h"))
-    capped = FleetLimits(name="t.capped", concurrency=5)
+    # A global resource's calls are counted from the start log (concurrency alone is not: see below).
+    capped = FleetLimits(name="t.capped", resource="r.capped", resource_capacity=5)
     submit("t.pruned", 2)
     submit("t.capped", 2)
     (done, running) = claim(store, capped, 2)
     claim(store, rated, 2)
     store.complete(done.id, "w1", None)
-    keep = {"task:t.pruned": 3_600_000, "task:t.capped": 0}
+    keep = {"task:t.pruned": 3_600_000, "resource:r.capped": 0}
     time.sleep(0.01)
-    # Only the finished call of the concurrency scope can no longer count.
+    # Only the finished call of the resource scope can no longer count.
     assert store.prune_fleet_starts(keep, 86_400_000) == 1
     assert set(FleetStart.objects.values_list("task_id", flat=True)) >= {running.id}
     assert FleetStart.objects.filter(scope="task:t.pruned").count() == 2
     # With a zero window the rate scope's finished starts go too; running ones stay.
-    assert store.prune_fleet_starts({"task:t.pruned": 0, "task:t.capped": 0}, 0) == 0
+    assert store.prune_fleet_starts({"task:t.pruned": 0, "resource:r.capped": 0}, 0) == 0
     assert FleetStart.objects.count() == 3
+
+
+@pytest.mark.parametrize("keyed", [False, True], ids=["unkeyed", "keyed"])
+def test_concurrency_alone_logs_no_start_and_counts_running_leases(store: Any, keyed: bool) -> None:
+    fleet = FleetLimits(name="t.leases", concurrency=2, keyed=keyed)
+    submit("t.leases", 4)
+    first = claim(store, fleet, 4, "w1")
+    assert len(first) == 2
+    assert FleetStart.objects.count() == 0
+    # A task whose lease has run out (its worker died) stops counting; one still leased keeps its slot.
+    Task.objects.filter(id=first[0].id).update(lease_until_ms=1)
+    assert len(claim(store, fleet, 4, "w2")) == 1
+    assert claim(store, fleet, 4, "w2") == []
+    # A settled call frees its slot at once.
+    store.complete(first[1].id, "w1", None)
+    assert len(claim(store, fleet, 4, "w2")) == 1
+    assert FleetStart.objects.count() == 0
 
 
 def test_a_missing_claim_function_reads_as_a_missing_schema(store: Any) -> None:
@@ -288,14 +321,23 @@ def test_a_missing_claim_function_reads_as_a_missing_schema(store: Any) -> None:
         pytest.skip("the claim functions are PostgreSQL's; SQLite claims with plain statements")
     from importlib import import_module
 
-    functions = import_module("cairnq_django.migrations.0006_limited_claim_functions")
+    migrations = [
+        import_module("cairnq_django.migrations.0006_limited_claim_functions"),
+        import_module("cairnq_django.migrations.0009_concurrency_without_start_log"),
+    ]
     connection = connections[store.alias]
     submit("t.unmigrated", 1)
-    functions.drop_functions(None, connection.schema_editor())
+    for functions in migrations:
+        functions.drop_functions(None, connection.schema_editor())
     try:
-        with pytest.raises(DatabaseError, match="cairnq_django_claim_limited") as raised:
-            claim(store, FleetLimits(name="t.unmigrated", concurrency=1), 1)
-        assert is_missing_table(raised.value)
+        for fleet, function in [
+            (FleetLimits(name="t.unmigrated", concurrency=1), "cairnq_django_claim_concurrent"),
+            (FleetLimits(name="t.unmigrated", rate=parse_rate("1/s")), "cairnq_django_claim_limited"),
+        ]:
+            with pytest.raises(DatabaseError, match=function) as raised:
+                claim(store, fleet, 1)
+            assert is_missing_table(raised.value)
     finally:
-        functions.create_functions(None, connection.schema_editor())
+        for functions in migrations:
+            functions.create_functions(None, connection.schema_editor())
     assert len(claim(store, FleetLimits(name="t.unmigrated", concurrency=1), 1)) == 1

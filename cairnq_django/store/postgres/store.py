@@ -190,8 +190,10 @@ class PostgresStore(SQLStore):
     def _limited_rows(self, params: dict[str, Any], fleet: FleetLimits) -> list[dict[str, Any]]:
         # One call of the claim function the migrations create: it takes the
         # scopes' locks, then counts and claims with a fresh snapshot, so the
-        # count includes what the lock holder before it committed.
-        return self._rows("claim_limited_keyed" if fleet.keyed else "claim_limited", params)
+        # count includes what the lock holder before it committed. A name
+        # limited by concurrency alone counts its running tasks and logs no start.
+        claim = "claim_concurrent" if fleet.counts_running_tasks else "claim_limited"
+        return self._rows(f"{claim}_keyed" if fleet.keyed else claim, params)
 
     def _claim_commit(self, relaxed: bool) -> dict[str, Any]:
         # None keeps the session's own setting (set_config with its current value).

@@ -135,7 +135,15 @@ class SQLiteStore(SQLStore):
 
     def _limited_rows(self, params: dict[str, Any], fleet: FleetLimits) -> list[dict[str, Any]]:
         params = {**params, **self._clock()}  # one "now" for every step
-        claim = "claim_limited_keyed" if fleet.keyed else "claim_limited"
+        # Concurrency alone: the live calls are the running tasks, and no start is logged.
+        counted = fleet.counts_running_tasks
+        claim = "claim_concurrent" if counted else "claim_limited"
+        claim = f"{claim}_keyed" if fleet.keyed else claim
+        if counted and not _large_rows():
+            # The count, the pick and the lease are one statement, which holds
+            # the write lock from its first read as the plain claim does.
+            leased = self._fetch(f"{claim}_leasing", leasing_claim(claim), params)
+            return sorted(leased, key=lambda row: (-row["priority"], row["run_at_ms"], row["id"]))
         # savepoint=False: inside a claim session this joins its transaction.
         with transaction.atomic(using=self.alias, savepoint=False):
             # The write lock first: the counts below then hold until commit.
@@ -147,7 +155,7 @@ class SQLiteStore(SQLStore):
                 steps = {**params, "picked": json.dumps([row["id"] for row in picked])}
                 self._step_rows("claim_write", steps)
                 rows = self._step_rows("tasks_read", steps)
-                keys = {row["id"]: row["limit_key"] for row in picked}
+                keys = {row["id"]: row.get("limit_key", "") for row in picked}
             else:
                 # Its own name: _fetch caches the columns each statement name answers with.
                 leased = self._fetch(f"{claim}_leasing", leasing_claim(claim), params)
@@ -155,6 +163,8 @@ class SQLiteStore(SQLStore):
                     return []
                 rows = sorted(leased, key=lambda row: (-row["priority"], row["run_at_ms"], row["id"]))
                 keys = {row["id"]: row.pop("limit_key", "") for row in rows}
+            if counted:
+                return rows
             # A call is ``batch`` rows in claim order; its first row stands for it.
             starts = [
                 {
