@@ -37,7 +37,7 @@ def drop_functions(apps: Any, schema_editor: BaseDatabaseSchemaEditor) -> None:
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("cairnq", "0007_queue_minute"),
+        ("cairnq", "0008_triage"),
     ]
 
     operations = [
