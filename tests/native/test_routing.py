@@ -95,6 +95,8 @@ def test_queue_tables_live_in_their_own_database(routed_env: dict[str, str]) -> 
     assert tables["default"] == ["auth_user", "auth_user_groups", "auth_user_user_permissions"]
     # The protocol's four tables and the app's own, which its claims and workers write beside them.
     assert tables["queue"] == [
+        "cairnq_django_bulk_operation",
+        "cairnq_django_error_minute",
         "cairnq_django_fleet_start",
         "cairnq_django_queue_minute",
         "cairnq_django_queue_pause",

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 from collections import Counter
 from typing import Any
 
@@ -24,17 +23,20 @@ PROCESSES = 4
 TASKS = 400
 
 # Claims until the probe says nothing is left, completing each draw in one
-# batch, and prints the ids it took. Starts at a shared instant so the
-# processes really overlap.
+# batch, and prints the ids it took. Says "ready" once set up and starts when
+# the test releases every claimer at once (a line on stdin), so the processes
+# really overlap however slowly a loaded machine starts them.
 CLAIMER = r"""
 import json, random, sys, time
 import django
 django.setup()
 from cairnq_django.store import get_store
 
-worker, start_at, queues = sys.argv[1], float(sys.argv[2]), json.loads(sys.argv[3])
+worker, queues = sys.argv[1], json.loads(sys.argv[2])
 store = get_store()
-time.sleep(max(0.0, start_at - time.time()))
+store.has_claimable(queues, None)  # connected before the start
+print("ready", flush=True)
+sys.stdin.readline()
 taken = []
 while True:
     rows = store.claim(queues, worker, lease_ms=120_000, limit=random.randint(1, 7))
@@ -66,17 +68,23 @@ def test_claimers_never_share_a_task_and_take_them_all(
         for i in range(TASKS)
     ]
     submitted = {task.id for task in store.submit_many(specs)}
-    start_at = time.time() + 2.0
     procs = [
         subprocess.Popen(
-            [sys.executable, "-c", CLAIMER, f"worker-{n}", str(start_at), json.dumps(queues)],
+            [sys.executable, "-c", CLAIMER, f"worker-{n}", json.dumps(queues)],
             env=subprocess_env,
+            stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
         )
         for n in range(PROCESSES)
     ]
+    for proc in procs:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready", proc.stderr
+    for proc in procs:
+        assert proc.stdin is not None
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
     outputs: list[Any] = []
     for proc in procs:
         out, err = proc.communicate(timeout=180)
