@@ -8,31 +8,11 @@ nothing to ``cairnq_django_fleet_start``. These are new functions beside
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.db import migrations
-from django.db.backends.base.schema import BaseDatabaseSchemaEditor
 
-from cairnq_django.store.schema import dialect_of
-from cairnq_django.store.sql_files import load
+from ._claim_functions import drop, replace
 
 FUNCTIONS = ("claim_concurrent", "claim_concurrent_keyed")
-
-
-def create_functions(apps: Any, schema_editor: BaseDatabaseSchemaEditor) -> None:
-    if dialect_of(schema_editor.connection) != "postgres":
-        return  # SQLite claims a limited name with plain statements under its write lock
-    with schema_editor.connection.cursor() as cursor:
-        for name in FUNCTIONS:
-            cursor.execute(load("postgres", f"functions/{name}"))
-
-
-def drop_functions(apps: Any, schema_editor: BaseDatabaseSchemaEditor) -> None:
-    if dialect_of(schema_editor.connection) != "postgres":
-        return
-    with schema_editor.connection.cursor() as cursor:
-        for name in FUNCTIONS:
-            cursor.execute(f"DROP FUNCTION IF EXISTS cairnq_django_{name}")
 
 
 class Migration(migrations.Migration):
@@ -41,5 +21,5 @@ class Migration(migrations.Migration):
     ]
 
     operations = [
-        migrations.RunPython(create_functions, drop_functions),
+        migrations.RunPython(replace(FUNCTIONS), drop(FUNCTIONS)),
     ]

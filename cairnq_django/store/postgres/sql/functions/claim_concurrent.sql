@@ -21,6 +21,9 @@ CREATE OR REPLACE FUNCTION cairnq_django_claim_concurrent(
 ) LANGUAGE plpgsql VOLATILE
 -- Index scans only, as the other limited claims: the plan is kept for the session.
 SET enable_seqscan = off
+-- Plain index scans, never bitmap ones: a settled task leaves a dead entry in cairnq_tasks_lease_idx until vacuum,
+-- and only a plain index scan marks such entries dead for the scans after it (docs/performance.md, "Fleet limits").
+SET enable_bitmapscan = off
 AS $claim$
 #variable_conflict use_column
 BEGIN
@@ -42,12 +45,13 @@ BEGIN
     budget AS (
         SELECT greatest(0, least(p_limit, p_concurrency - (SELECT calls FROM live))) AS rows
     ),
-    -- Each queue's head in cairnq_tasks_claim_name_idx order.
-    candidate AS (
-        SELECT head.id, head.priority, head.run_at_ms
+    -- Each queue's head in cairnq_tasks_claim_name_idx order, locked as it is read, as the plain claim does: a row
+    -- locked elsewhere is skipped, never waited for, and the next one taken in its place.
+    picked AS MATERIALIZED (
+        SELECT head.ctid
         FROM unnest(p_queues) wanted(queue)
         CROSS JOIN LATERAL (
-            SELECT t.id, t.priority, t.run_at_ms
+            SELECT t.ctid, t.id, t.priority, t.run_at_ms
             FROM cairnq_tasks t
             WHERE t.queue = wanted.queue
               AND t.status = 'queued'
@@ -55,19 +59,11 @@ BEGIN
               AND t.run_at_ms <= (TABLE clock)
               AND wanted.queue <> ALL(ARRAY(SELECT queue FROM cairnq_django_queue_pause))
             ORDER BY t.priority DESC, t.run_at_ms, t.id
-            LIMIT p_limit
+            LIMIT (SELECT rows FROM budget)
+            FOR UPDATE SKIP LOCKED
         ) head
         ORDER BY head.priority DESC, head.run_at_ms, head.id
-        LIMIT p_limit
-    ),
-    admitted AS (
-        SELECT id FROM candidate ORDER BY priority DESC, run_at_ms, id LIMIT (SELECT rows FROM budget)
-    ),
-    -- A row locked elsewhere is skipped, never waited for: the draw only takes less than it was allowed.
-    picked AS MATERIALIZED (
-        SELECT ctid FROM cairnq_tasks
-        WHERE id IN (SELECT id FROM admitted) AND status = 'queued'
-        FOR UPDATE SKIP LOCKED
+        LIMIT (SELECT rows FROM budget)
     ),
     claimed AS (
         UPDATE cairnq_tasks

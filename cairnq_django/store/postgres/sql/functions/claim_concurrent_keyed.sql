@@ -23,6 +23,9 @@ CREATE OR REPLACE FUNCTION cairnq_django_claim_concurrent_keyed(
 ) LANGUAGE plpgsql VOLATILE
 -- Index scans only, as the other limited claims: the plan is kept for the session.
 SET enable_seqscan = off
+-- Plain index scans, never bitmap ones: a settled task leaves a dead entry in cairnq_tasks_lease_idx until vacuum,
+-- and only a plain index scan marks such entries dead for the scans after it (docs/performance.md, "Fleet limits").
+SET enable_bitmapscan = off
 AS $claim$
 #variable_conflict use_column
 BEGIN

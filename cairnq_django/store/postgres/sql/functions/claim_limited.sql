@@ -31,6 +31,9 @@ CREATE OR REPLACE FUNCTION cairnq_django_claim_limited(
 -- Index scans only: the plan is kept for the session, and one made while the start log looked empty
 -- would read the whole log once per running task as it grows.
 SET enable_seqscan = off
+-- Plain index scans, never bitmap ones: a settled task leaves a dead entry in cairnq_tasks_lease_idx until vacuum,
+-- and only a plain index scan marks such entries dead for the scans after it (docs/performance.md, "Fleet limits").
+SET enable_bitmapscan = off
 AS $claim$
 #variable_conflict use_column
 BEGIN
