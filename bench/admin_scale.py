@@ -26,6 +26,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -224,6 +225,57 @@ def load_fleet(now_ms: int) -> None:
     )
 
 
+# A page to time: (label, path, query parameters or None).
+Page = tuple[str, str, dict[str, str] | None]
+TASKS = "/admin/cairnq/task/"
+
+
+def list_pages() -> list[Page]:
+    """The task list, unfiltered and under the filters the admin offers (the rows ``load`` makes)."""
+    return [
+        ("changelist, unfiltered", TASKS, None),
+        ("changelist, page 100", TASKS, {"p": "99"}),
+        ("status=failed", TASKS, {"status": "failed"}),
+        ("status=queued & queue=q3", TASKS, {"status": "queued", "queue": "q3"}),
+        ("status=cancel_requested (none)", TASKS, {"status": "cancel_requested"}),
+        ("queue=q5", TASKS, {"queue": "q5"}),
+        ("name=bench.job7", TASKS, {"name": "bench.job7"}),
+        ("queue=nope (empty)", TASKS, {"queue": "nope"}),
+    ]
+
+
+def search_pages(some_id: str, some_key: str) -> list[Page]:
+    """The searches and a detail page, for a task id and a business key that exist."""
+    return [
+        ("search: task id", TASKS, {"q": some_id}),
+        ("search: key", TASKS, {"q": some_key}),
+        ("search: correlation id", TASKS, {"q": "corr-100"}),
+        ("detail page", f"{TASKS}{some_id}/change/", None),
+    ]
+
+
+def fleet_pages() -> list[Page]:
+    """The dashboard, its live fragment, the workers pages and the Prometheus view."""
+    return [
+        ("dashboard", f"{TASKS}dashboard/", None),
+        ("dashboard, live fragment", f"{TASKS}dashboard/", {"fragment": "queues"}),
+        ("workers list", "/admin/cairnq/worker/", None),
+        ("worker page", "/admin/cairnq/worker/worker_bench007/change/", None),
+        ("queue metrics (Prometheus)", "/metrics/queues", None),
+    ]
+
+
+def superuser_client() -> Any:
+    """A test client logged in as superuser ``bench`` (created on first use)."""
+    from django.contrib.auth.models import User
+    from django.test import Client
+
+    user = User.objects.filter(username="bench").first() or User.objects.create_superuser("bench", password="bench")
+    client = Client()
+    client.force_login(user)
+    return client
+
+
 def timed(
     client: object, url: str, repeat: int, data: dict[str, str] | None = None
 ) -> tuple[float, float, float, float, int, int]:
@@ -273,18 +325,14 @@ def main() -> None:
     import django
 
     django.setup()
-    from django.contrib.auth.models import User
     from django.core.management import call_command
     from django.db import connection
-    from django.test import Client
     from django.test.utils import CaptureQueriesContext
 
     call_command("migrate", verbosity=0)
     if not args.skip_load:
         load(args.rows)
-    user = User.objects.filter(username="bench").first() or User.objects.create_superuser("bench", password="bench")
-    client = Client()
-    client.force_login(user)
+    client = superuser_client()
 
     with connection.cursor() as cursor:
         cursor.execute("SELECT id FROM cairnq_tasks WHERE status = 'failed' ORDER BY id LIMIT 1 OFFSET 1000")
@@ -292,26 +340,7 @@ def main() -> None:
         cursor.execute("SELECT key FROM cairnq_task_keys ORDER BY key LIMIT 1 OFFSET 5000")
         some_key = cursor.fetchone()[0]
 
-    base = "/admin/cairnq/task/"
-    pages = [
-        ("changelist, unfiltered", base, None),
-        ("changelist, page 100", base, {"p": "99"}),
-        ("status=failed", base, {"status": "failed"}),
-        ("status=queued & queue=q3", base, {"status": "queued", "queue": "q3"}),
-        ("status=cancel_requested (none)", base, {"status": "cancel_requested"}),
-        ("queue=q5", base, {"queue": "q5"}),
-        ("name=bench.job7", base, {"name": "bench.job7"}),
-        ("queue=nope (empty)", base, {"queue": "nope"}),
-        ("search: task id", base, {"q": some_id}),
-        ("search: key", base, {"q": some_key}),
-        ("search: correlation id", base, {"q": "corr-100"}),
-        ("detail page", f"{base}{some_id}/change/", None),
-        ("dashboard", f"{base}dashboard/", None),
-        ("dashboard, live fragment", f"{base}dashboard/", {"fragment": "queues"}),
-        ("workers list", "/admin/cairnq/worker/", None),
-        ("worker page", "/admin/cairnq/worker/worker_bench007/change/", None),
-        ("queue metrics (Prometheus)", "/metrics/queues", None),
-    ]
+    pages = list_pages() + search_pages(some_id, some_key) + fleet_pages()
     print(f"\n{connection.vendor}, {args.repeat} requests a page after one warm-up")
     print(f"{'page':34} {'median ms':>10} {'p95 ms':>8} {'max ms':>8} {'sql ms':>7} {'stmts':>6} {'http':>5}")
     for label, path, data in pages:
@@ -319,11 +348,11 @@ def main() -> None:
         print(f"{label:34} {median:10.1f} {p95:8.1f} {worst:8.1f} {sql_ms:7.1f} {statements:6d} {status:5d}")
 
     # Cancel 10,000 queued tasks with "select all" across a filtered changelist.
-    client.get(base, {"queue": "bulk"})
+    client.get(TASKS, {"queue": "bulk"})
     with CaptureQueriesContext(connection) as queries:
         started = time.perf_counter()
         response = client.post(
-            f"{base}?queue=bulk",
+            f"{TASKS}?queue=bulk",
             {"action": "cancel_tasks", "_selected_action": ["x"], "select_across": "1", "index": "0"},
         )
         elapsed = (time.perf_counter() - started) * 1000
