@@ -13,6 +13,7 @@ The setting takes the shapes of the upstream ``Retention`` (protocol 4.15):
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -27,6 +28,13 @@ if TYPE_CHECKING:
     from ..store.base import Store
 
 DEFAULT_BATCH = 1000
+
+# What one purge batch aims to take. Its transaction holds the doomed rows'
+# locks and the server's oldest snapshot while it runs, and each deleted task
+# costs PostgreSQL and SQLite a scan of cairnq_task_keys (the protocol gives
+# its task_id no index), so a fixed row count can run for seconds where many
+# business keys exist. Batches shrink to fit and grow back (docs/worker.md).
+BATCH_TARGET_S = 0.05
 
 _UNITS_MS = {"ms": 1, "s": 1_000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 604_800_000}
 # At most 20 digits: anything longer is past the longest age anyway.
@@ -132,6 +140,19 @@ def configured_rules() -> list[PurgeRule]:
     return parse_rules(get_config()["RETENTION"])
 
 
+def next_batch_limit(limit: int, took_s: float, ceiling: int, target_s: float = BATCH_TARGET_S) -> int:
+    """The row limit of the batch after one of ``limit`` rows that took ``took_s``.
+
+    A batch over ``target_s`` shrinks the next in proportion (at least one
+    row); one under half of it doubles the next, up to ``ceiling``.
+    """
+    if took_s > target_s:
+        return max(1, int(limit * target_s / took_s))
+    if took_s < target_s / 2:
+        return min(ceiling, limit * 2)
+    return limit
+
+
 def purge_rule(
     store: Store,
     rule: PurgeRule,
@@ -139,23 +160,29 @@ def purge_rule(
     limit: int = DEFAULT_BATCH,
     should_stop: Callable[[], bool] | None = None,
     on_batch: Callable[[int], None] | None = None,
+    target_s: float = BATCH_TARGET_S,
 ) -> int:
-    """Drain one rule: purge ``limit`` rows at a time until a batch comes back short.
+    """Drain one rule: purge at most ``limit`` rows at a time until a batch comes back short.
 
-    Each batch is its own statement, so no transaction or lock outlives a batch.
-    ``should_stop`` is asked between batches (a stopping worker cuts the sweep
-    short); ``on_batch`` receives each batch's count. Returns the rows deleted.
+    Each batch is its own statement, so no transaction or lock outlives a
+    batch, and batches are sized to take about ``target_s`` each
+    (``next_batch_limit``). ``should_stop`` is asked between batches (a
+    stopping worker cuts the sweep short); ``on_batch`` receives each
+    batch's count. Returns the rows deleted.
     """
-    total = 0
+    total, size = 0, limit
     while True:
+        began = time.monotonic()
         ids = store.purge(
-            older_than_ms=rule.older_than_ms, status=rule.status, queue=rule.queue, name=rule.name, limit=limit
+            older_than_ms=rule.older_than_ms, status=rule.status, queue=rule.queue, name=rule.name, limit=size
         )
+        took = time.monotonic() - began
         total += len(ids)
         if on_batch is not None:
             on_batch(len(ids))
-        if len(ids) < limit or (should_stop is not None and should_stop()):
+        if len(ids) < size or (should_stop is not None and should_stop()):
             return total
+        size = next_batch_limit(size, took, limit, target_s)
 
 
 def sweep(

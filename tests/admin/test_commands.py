@@ -8,6 +8,7 @@ that miss a queue or a status; a ``RETENTION`` setting read wrongly.
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import time
@@ -22,7 +23,14 @@ from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 
 from cairnq_django.models import Task
-from cairnq_django.client.retention import PurgeRule, parse_duration_ms, parse_rules, sweep
+from cairnq_django.client.retention import (
+    PurgeRule,
+    next_batch_limit,
+    parse_duration_ms,
+    parse_rules,
+    purge_rule,
+    sweep,
+)
 
 from . import make_task
 
@@ -114,10 +122,15 @@ def test_purge_works_in_bounded_batches_with_progress(aged: dict[str, str]) -> N
     with CaptureQueriesContext(connections["default"]) as queries:
         out = run("cairnq_purge", "--older-than", "7d", "--batch-size", "2")
     assert remaining(aged) == {"queued", "running", "recent"}
-    # 5 rows in batches of 2: 2 + 2 + 1, each batch its own statement.
-    assert re.findall(r"purged (\d+) terminal task\(s\) \((\d+) so far\)", out) == [("2", "2"), ("2", "4"), ("1", "5")]
+    # 5 rows in batches of at most 2 (2 + 2 + 1, unless a statement took over
+    # 50 ms and the next was cut to 1), each batch its own statement.
+    batches = re.findall(r"purged (\d+) terminal task\(s\) \((\d+) so far\)", out)
+    sizes = [int(count) for count, _ in batches]
+    assert sizes[0] == 2 and all(1 <= size <= 2 for size in sizes) and sum(sizes) == 5
+    assert [int(so_far) for _, so_far in batches] == list(itertools.accumulate(sizes))
     deletes = [q["sql"] for q in queries.captured_queries if "DELETE FROM cairnq_tasks" in q["sql"]]
-    assert len(deletes) == 3
+    # A full last batch is followed by an empty one, which prints nothing.
+    assert len(deletes) in (len(sizes), len(sizes) + 1)
 
 
 def test_purge_dry_run_deletes_nothing(aged: dict[str, str]) -> None:
@@ -199,10 +212,35 @@ def test_sweep_follows_the_setting_in_bounded_batches(store: Any, aged: dict[str
     with override_settings(CAIRNQ={"RETENTION": 7 * DAY_MS}), CaptureQueriesContext(connections["default"]) as queries:
         assert sweep(store, limit=2) == 3
     assert remaining(aged) == {"queued", "running", "recent"}
-    # 3 rows, limit 2: one full batch, then a short one ends the rule.
-    assert len([q for q in queries.captured_queries if "DELETE FROM cairnq_tasks" in q["sql"]]) == 2
+    # 3 rows, limit 2: one full batch, then a short one ends the rule (or, had the
+    # first taken over 50 ms, a full batch of 1 and an empty one).
+    assert len([q for q in queries.captured_queries if "DELETE FROM cairnq_tasks" in q["sql"]]) in (2, 3)
 
 
 def test_sweep_stops_between_batches_when_asked(store: Any, aged: dict[str, str]) -> None:
     deleted = sweep(store, limit=1, rules=[PurgeRule(7 * DAY_MS)], should_stop=lambda: True)
     assert deleted == 1
+
+
+@pytest.mark.parametrize(
+    ("limit", "took_s", "expected"),
+    [
+        (1000, 0.5, 100),  # ten times too long: a tenth the rows
+        (1000, 0.2, 250),
+        (3, 60.0, 1),  # never below one row
+        (100, 0.01, 200),  # well under the target: doubled
+        (800, 0.001, 1000),  # ... up to the ceiling
+        (100, 0.04, 100),  # near the target: kept
+    ],
+)
+def test_a_purge_batch_is_sized_to_its_time_target(limit: int, took_s: float, expected: int) -> None:
+    assert next_batch_limit(limit, took_s, ceiling=1000, target_s=0.05) == expected
+
+
+def test_batches_that_overrun_their_target_shrink(store: Any, aged: dict[str, str]) -> None:
+    # With a target no batch can meet, the first batch has the full limit and
+    # every later one a single row; the rule still ends with every old row gone.
+    sizes: list[int] = []
+    deleted = purge_rule(store, PurgeRule(7 * DAY_MS), limit=3, on_batch=sizes.append, target_s=0.0)
+    assert deleted == 5 and sizes == [3, 1, 1, 0]
+    assert remaining(aged) == {"queued", "running", "recent"}
