@@ -198,6 +198,15 @@ LEASE_EXPIRED_ERROR = envelope(
     retryable=False,
 )
 
+# How the dashboard's triage counts a lease that expired with attempts left: the
+# recovery puts the task back and writes no error, so this is never stored.
+LEASE_EXPIRED_RETRIED = envelope(
+    type="LeaseExpired",
+    code="lease_expired",
+    message="task lease expired; queued for another attempt",
+    retryable=True,
+)
+
 
 def unreadable_error_envelope(reason: str) -> dict[str, Any]:
     """What a stored error envelope Python cannot decode reads as (``bad_payload``)."""

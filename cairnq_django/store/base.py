@@ -124,6 +124,20 @@ class ClaimProbe:
 
 
 @dataclass(frozen=True)
+class Recovered:
+    """One expired lease a claim session recovered: the task and the status it left it in.
+
+    ``queued``: put back for another attempt; ``failed``: out of attempts,
+    with the lease-expired error; ``canceled``: a cancel had been requested.
+    """
+
+    task_id: str
+    queue: str
+    name: str
+    status: str
+
+
+@dataclass(frozen=True)
 class ClaimHooks:
     """Seams a test injects into the claim session; the default has none.
 
@@ -158,6 +172,8 @@ class ClaimRequest:
     async_commit: bool = False
     reuse_plans: bool = False
     hooks: ClaimHooks = NO_HOOKS
+    # Told, once the session has committed, which expired leases it recovered.
+    on_recovered: Callable[[builtins.list[Recovered]], None] | None = None
 
 
 class Store(abc.ABC):

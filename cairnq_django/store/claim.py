@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..protocol.limits import FleetLimits
-from .base import ClaimProbe, ClaimRequest, Draw
+from .base import ClaimProbe, ClaimRequest, Draw, Recovered
 from .rows import decode_rows, defer_large_payloads, task_from_row
 
 if TYPE_CHECKING:
@@ -61,20 +61,26 @@ def claim_session(store: SQLStore, request: ClaimRequest, plan: Callable[[Draw],
         with store._claim_scope(relaxed):
             return store._run(statement)
 
+    recovered: list[Recovered] = []
+
     def transaction() -> list[Task]:
         # A fresh Draw per attempt: a retried session must not report rows
-        # drawn by a rolled-back one.
+        # drawn (or leases recovered) by a rolled-back one.
         session = Draw(run=run)
+        recovered.clear()
         with store._atomic():
             if recover:
-                store._recover(relaxed)
+                recovered.extend(store._recover(relaxed))
             plan(session)
             if session.rows and after_lock is not None:
                 after_lock()
         return session.rows
 
     with store._claim_scope(relaxed):
-        return store._run(transaction)
+        rows = store._run(transaction)
+    if recovered and request.on_recovered is not None:
+        request.on_recovered(list(recovered))
+    return rows
 
 
 def probe_claim(

@@ -28,7 +28,7 @@ from ..models import LIVE_STATUSES, TERMINAL_STATUSES, Task, TaskStatus
 from ..protocol.envelopes import LEASE_EXPIRED_ERROR, encode_error
 from ..protocol.validation import check_spec as validate_spec
 from . import claim
-from .base import Failure, QueueOverview, Store, SubmitSpec, WorkerRecord
+from .base import Failure, QueueOverview, Recovered, Store, SubmitSpec, WorkerRecord
 from .rows import decode_rows, defer_large_payloads, task_from_row
 from .sql_files import statement
 
@@ -472,12 +472,15 @@ class SQLStore(Store):
     def has_claimable(self, queues: Sequence[str], names: Sequence[str] | None) -> bool:
         return self.probe_claim(queues, names).any
 
-    def _recover(self, relaxed: bool = False) -> int:
+    def _recover(self, relaxed: bool = False) -> builtins.list[Recovered]:
         params = {"lease_expired_error": _payload.encode(LEASE_EXPIRED_ERROR), **self._claim_commit(relaxed)}
-        return len(self._rows("recover_leases", params))
+        return [
+            Recovered(task_id=row["id"], queue=row["queue"], name=row["name"], status=row["status"])
+            for row in self._rows("recover_leases", params)
+        ]
 
     def recover_leases(self) -> int:
-        return self._run(self._recover)
+        return len(self._run(self._recover))
 
     def get_payload(self, task_id: str) -> Any:
         """Read and decode one task's payload (one a claim left in the database).

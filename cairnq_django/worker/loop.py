@@ -25,7 +25,7 @@ from ..protocol.ids import worker_id as new_worker_id
 from ..models import Task
 from ..tasks.registry import TaskDefinition, registered
 from . import connections as _db
-from ..protocol.envelopes import no_handler_envelope, undecodable_envelope
+from ..protocol.envelopes import LEASE_EXPIRED_ERROR, LEASE_EXPIRED_RETRIED, no_handler_envelope, undecodable_envelope
 from .attempt import Attempt, AttemptOwner
 from .db_file import DatabaseFile
 from .executor import Call, Executor
@@ -37,7 +37,7 @@ from .budgets import Budgets, Source, build_sources, fleet_keep_ms
 from .planner import ClaimPlanner
 from ..protocol.backoff import Backoff
 from ..store import get_store
-from ..store.base import NO_HOOKS, ClaimHooks
+from ..store.base import NO_HOOKS, ClaimHooks, Recovered
 from ..tasks.periodic import Ticker
 from .outcomes import NO_BACKOFF, Settlement, fail_settlement
 from .settler import Settler
@@ -115,6 +115,7 @@ class Worker(AttemptOwner):
             async_commit=options.async_claim_commit,
             write_lock=self.write_lock,
             hooks=hooks or NO_HOOKS,
+            on_recovered=self._recovered,
         )
         self.inflight: dict[str, tuple[Attempt, Call]] = {}
         self._inflight_lock = threading.Lock()
@@ -366,6 +367,19 @@ class Worker(AttemptOwner):
             self._forget(item.attempt)
         else:
             item.attempt.lose()
+
+    def _recovered(self, leases: list[Recovered]) -> None:
+        """Count the expired leases a claim recovered, as their dead workers never could.
+
+        In the dashboard's history each is a retry, a failure or a cancel, and a
+        retry or a failure counts its lease-expired error in the triage.
+        """
+        for lease in leases:
+            self.history.settled(lease.queue, lease.status)
+            if lease.status == "failed":
+                self.history.errored(lease.queue, lease.name, LEASE_EXPIRED_ERROR, terminal=True)
+            elif lease.status == "queued":
+                self.history.errored(lease.queue, lease.name, LEASE_EXPIRED_RETRIED, terminal=False)
 
     def _finished(self, attempt: Attempt, status: str, call: Call | None) -> None:
         self.finished += 1

@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -25,7 +25,7 @@ from django.db import Error as DatabaseError
 
 from .. import signals
 from ..models import Task
-from ..store.base import NO_HOOKS, ClaimHooks, ClaimProbe, ClaimRequest, Draw
+from ..store.base import NO_HOOKS, ClaimHooks, ClaimProbe, ClaimRequest, Draw, Recovered
 from ..tasks.registry import TaskDefinition, get_task
 from .budgets import Budgets, Source
 
@@ -82,6 +82,7 @@ class ClaimPlanner:
         async_commit: bool,
         write_lock: threading.Lock | threading.RLock | None = None,
         hooks: ClaimHooks = NO_HOOKS,
+        on_recovered: Callable[[list[Recovered]], None] | None = None,
     ) -> None:
         self.store = store
         self.sources = sources
@@ -94,6 +95,7 @@ class ClaimPlanner:
         self.async_commit = async_commit
         self.write_lock = write_lock
         self.hooks = hooks
+        self.on_recovered = on_recovered
         self.state = PollState()
         # The session of every fast-path draw: no probe (the poll asked it, or
         # skipped it on purpose), no recovery (expired leases were asked about
@@ -114,6 +116,7 @@ class ClaimPlanner:
             async_commit=self.async_commit,
             reuse_plans=True,
             hooks=self.hooks,
+            on_recovered=self.on_recovered,
         )
 
     # ---- one poll ------------------------------------------------------------

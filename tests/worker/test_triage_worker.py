@@ -18,7 +18,7 @@ from django.contrib.auth.models import User
 from django.db import connection
 
 import cairnq_django as cq
-from cairnq_django.models import MINUTE_MS, BulkOperation, ErrorMinute, Task
+from cairnq_django.models import MINUTE_MS, BulkOperation, ErrorMinute, QueueMinute, Task
 from cairnq_django.worker.history import QueueHistory, short_message
 
 from .conftest import wait_until
@@ -53,6 +53,35 @@ def test_a_worker_counts_failed_attempts_by_error(cairnq_db: Any, start_worker: 
     assert len(rows) == 2
     for row in ErrorMinute.objects.all():
         assert row.minute_ms % MINUTE_MS == 0
+
+
+def test_a_worker_counts_the_leases_it_recovers_from_a_dead_worker(cairnq_db: Any, start_worker: Any) -> None:
+    # A killed worker settles nothing, so its tasks' fate reaches the dashboard
+    # only from whoever recovers them: one out of attempts (failed), one put back.
+    last = cq.submit("demo.sleep", {"ms": 60_000}, queue="lost", max_attempts=1).id
+    again = cq.submit("demo.sleep", {"ms": 60_000}, queue="lost", max_attempts=3).id
+    victim = start_worker("--queue", "lost", "--concurrency", "2", overrides={"LEASE_MS": 1_000})
+    wait_until(lambda: Task.objects.filter(id__in=[last, again], status="running").count() == 2, 30, what="both ran")
+    victim.kill_group()
+    now_ms = lambda: int(time.time() * 1000)  # noqa: E731
+    wait_until(
+        lambda: not Task.objects.filter(queue="lost", status="running", lease_until_ms__gt=now_ms()).exists(),
+        30, what="the dead worker's leases expired",
+    )
+    # The rescuer serves another queue: recovering any dead worker's task is every worker's job.
+    rescuer = start_worker("--queue", "elsewhere", "--burst", overrides={"LEASE_MS": 1_000})
+    assert rescuer.wait() == 0, rescuer.output()[-3000:]
+    assert Task.objects.get(id=last).status == "failed" and Task.objects.get(id=again).status == "queued"
+    rows = {
+        (row.name, row.error_type, row.message): (row.failed, row.retried)
+        for row in ErrorMinute.objects.filter(queue="lost")
+    }
+    assert rows == {
+        ("demo.sleep", "LeaseExpired", "task lease expired and max attempts reached"): (1, 0),
+        ("demo.sleep", "LeaseExpired", "task lease expired; queued for another attempt"): (0, 1),
+    }
+    minutes = QueueMinute.objects.filter(queue="lost")
+    assert sum(m.failed for m in minutes) == 1 and sum(m.retried for m in minutes) == 1
 
 
 def test_error_counts_survive_a_refused_flush(cairnq_db: Any, store: Any) -> None:

@@ -57,4 +57,4 @@ SET status = CASE
 FROM commit_mode
 -- By ctid: a TID scan whatever the estimates, as in claim.sql.
 WHERE t.ctid = ANY(ARRAY(SELECT ctid FROM lapsed UNION ALL SELECT ctid FROM leaseless))
-RETURNING t.id, t.status
+RETURNING t.id, t.status, t.queue, t.name

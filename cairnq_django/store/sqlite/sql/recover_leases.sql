@@ -37,4 +37,4 @@ WHERE id IN (
     WHERE status = 'running'
       AND lease_until_ms IS NULL
 )
-RETURNING id, status
+RETURNING id, status, queue, name
