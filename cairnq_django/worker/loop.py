@@ -58,9 +58,20 @@ CLAIM_ERROR_BACKOFF_MAX_S = 5.0
 HANDOFF_WAIT_S = 5.0
 SETTLE_GRACE_S = 2.0
 # After a wake-up that found nothing, how long further wake-ups are gathered
-# into one claim (jittered ±50 %): a lost race costs a worker this much pickup
-# latency at most, and bounds its empty claims to about 20 a second.
+# into one claim (jittered ±50 %), doubled for each such wake-up in a row up to
+# HERD_HOLD_OFF_MAX_S (and never past the poll interval), back to the first
+# step once a claim gets rows. Every submit's NOTIFY wakes every listener and
+# only one gets the task: 64 listeners each claiming 20 times a second filled
+# a pooler's connections (docs/performance.md, "Scale-out"). A worker that keeps
+# losing races claims about 5 times a second, and the fleet still picks a task
+# up within a fraction of that, since their hold-offs end at different times.
 HERD_HOLD_OFF_S = 0.05
+HERD_HOLD_OFF_MAX_S = 0.2
+
+
+def herd_hold_off_s(empty_wakes: int, poll_s: float) -> float:
+    """How long to gather wake-ups after the ``empty_wakes``-th empty woken claim in a row (before jitter)."""
+    return min(HERD_HOLD_OFF_S * 2 ** min(empty_wakes - 1, 16), HERD_HOLD_OFF_MAX_S, poll_s)
 
 
 class Worker(AttemptOwner):
@@ -467,6 +478,8 @@ class Worker(AttemptOwner):
         poll_s = self.options.poll_interval_ms / 1000
         errors = Backoff(CLAIM_ERROR_BACKOFF_S, CLAIM_ERROR_BACKOFF_MAX_S)
         max_tasks = self.options.max_tasks
+        # Woken claims in a row that found nothing (see HERD_HOLD_OFF_S).
+        empty_wakes = 0
         while not self._stop_requested:
             # The worker's close_old_connections(): replace a connection an
             # error left unusable, but keep a healthy one across polls.
@@ -529,6 +542,7 @@ class Worker(AttemptOwner):
             if errors.reset():
                 logger.info("database reachable again; claiming")
             if drawn:
+                empty_wakes = 0
                 self._dispatch(drawn)
                 continue
             if self.options.burst and self.budgets.calls == 0:
@@ -538,9 +552,10 @@ class Worker(AttemptOwner):
                 continue
             if hinted:
                 # Woken, but another worker took the task (every listener is
-                # woken by each submit): wake-ups for a short while then make
-                # one claim, not one each, which bounds a fleet's empty claims.
-                self.waker.hold_off(random.uniform(0.5, 1.5) * HERD_HOLD_OFF_S)
+                # woken by each submit): wake-ups for a while then make one
+                # claim, not one each, which bounds a fleet's empty claims.
+                empty_wakes += 1
+                self.waker.hold_off(random.uniform(0.5, 1.5) * herd_hold_off_s(empty_wakes, poll_s))
             # Nothing claimable: sleep until work arrives, a slot frees, the
             # next delayed task is due, or the poll ends.
             self.waker.wait(
