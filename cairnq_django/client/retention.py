@@ -15,12 +15,12 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from django.core.exceptions import ImproperlyConfigured
 
 from ..protocol import bounds
+from ..store.base import PurgeRule as PurgeRule  # re-exported: the setting's rules
 from ..conf import get_config
 from ..protocol.validation import TERMINAL_STATUSES
 
@@ -57,16 +57,6 @@ def parse_duration_ms(text: str) -> int:
     if value > bounds.MAX_DELAY_MS:
         raise ValueError(f"{text!r} is longer than the longest age, {bounds.MAX_DELAY_MS // 604_800_000}w")
     return value
-
-
-@dataclass(frozen=True)
-class PurgeRule:
-    """One purge: terminal rows finished more than ``older_than_ms`` ago, narrowed by filters."""
-
-    older_than_ms: int
-    status: str | None = None  # None: every terminal status
-    queue: str | None = None
-    name: str | None = None
 
 
 def _cutoff(value: Any, where: str) -> int:
@@ -171,17 +161,20 @@ def purge_rule(
     batch's count. Returns the rows deleted.
     """
     total, size = 0, limit
+    # Each batch starts at the latest completion the last one deleted (ties
+    # included): a scan from the oldest would step over every deleted row's
+    # index entry until vacuum, and slow each batch as the sweep went on.
+    from_ms: int | None = None
     while True:
         began = time.monotonic()
-        ids = store.purge(
-            older_than_ms=rule.older_than_ms, status=rule.status, queue=rule.queue, name=rule.name, limit=size
-        )
+        batch = store.purge_batch(rule, limit=size, from_ms=from_ms)
         took = time.monotonic() - began
-        total += len(ids)
+        total += len(batch.ids)
         if on_batch is not None:
-            on_batch(len(ids))
-        if len(ids) < size or (should_stop is not None and should_stop()):
+            on_batch(len(batch.ids))
+        if len(batch.ids) < size or (should_stop is not None and should_stop()):
             return total
+        from_ms = batch.last_completed_ms
         size = next_batch_limit(size, took, limit, target_s)
 
 

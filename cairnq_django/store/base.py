@@ -124,6 +124,24 @@ class ClaimProbe:
 
 
 @dataclass(frozen=True)
+class PurgeRule:
+    """Which terminal rows a purge takes: finished more than ``older_than_ms`` ago, narrowed by filters."""
+
+    older_than_ms: int
+    status: str | None = None  # None: every terminal status
+    queue: str | None = None
+    name: str | None = None
+
+
+@dataclass(frozen=True)
+class PurgedBatch:
+    """What one purge batch deleted, and the latest completion time among those rows (None if none)."""
+
+    ids: builtins.list[str]
+    last_completed_ms: int | None
+
+
+@dataclass(frozen=True)
 class Recovered:
     """One expired lease a claim session recovered: the task and the status it left it in.
 
@@ -299,6 +317,15 @@ class Store(abc.ABC):
         name: str | None = None,
         limit: int = 1000,
     ) -> builtins.list[str]:
+        raise NotImplementedError
+
+    @abc.abstractmethod
+    def purge_batch(self, rule: PurgeRule, *, limit: int, from_ms: int | None) -> PurgedBatch:
+        """One batch of a sweep: ``purge`` of ``rule`` limited to rows completed at ``from_ms`` or later.
+
+        A sweep passes the last batch's ``last_completed_ms``, so each batch's
+        index range starts where the one before ended (``client.retention``).
+        """
         raise NotImplementedError
 
     # ---- worker side -------------------------------------------------

@@ -28,7 +28,7 @@ from ..models import LIVE_STATUSES, TERMINAL_STATUSES, Task, TaskStatus
 from ..protocol.envelopes import LEASE_EXPIRED_ERROR, encode_error
 from ..protocol.validation import check_spec as validate_spec
 from . import claim
-from .base import Failure, QueueOverview, Recovered, Store, SubmitSpec, WorkerRecord
+from .base import Failure, PurgedBatch, PurgeRule, QueueOverview, Recovered, Store, SubmitSpec, WorkerRecord
 from .rows import decode_rows, defer_large_payloads, task_from_row
 from .sql_files import statement
 
@@ -455,15 +455,22 @@ class SQLStore(Store):
         name: str | None = None,
         limit: int = 1000,
     ) -> builtins.list[str]:
-        validation.check_purge_args(older_than_ms, limit, status)
+        rule = PurgeRule(older_than_ms, status=status, queue=queue, name=name)
+        return self.purge_batch(rule, limit=limit, from_ms=None).ids
+
+    def purge_batch(self, rule: PurgeRule, *, limit: int, from_ms: int | None) -> PurgedBatch:
+        validation.check_purge_args(rule.older_than_ms, limit, rule.status)
         params = {
-            "older_than_ms": older_than_ms,
-            "queue": queue,
-            "status": status,
-            "name": name,
+            "older_than_ms": rule.older_than_ms,
+            "queue": rule.queue,
+            "status": rule.status,
+            "name": rule.name,
             "limit": limit,
+            "from_ms": from_ms,
         }
-        return self._run(lambda: [row["id"] for row in self._rows("purge", params)])
+        rows = self._run(lambda: self._rows("purge", params))
+        completed = [row["completed_at_ms"] for row in rows]
+        return PurgedBatch(ids=[row["id"] for row in rows], last_completed_ms=max(completed) if completed else None)
 
     # ---- claim ---------------------------------------------------------
     def now_ms(self) -> int:

@@ -244,3 +244,24 @@ def test_batches_that_overrun_their_target_shrink(store: Any, aged: dict[str, st
     deleted = purge_rule(store, PurgeRule(7 * DAY_MS), limit=3, on_batch=sizes.append, target_s=0.0)
     assert deleted == 5 and sizes == [3, 1, 1, 0]
     assert remaining(aged) == {"queued", "running", "recent"}
+
+
+def test_a_sweep_goes_on_from_where_its_last_batch_ended(store: Any) -> None:
+    # Each batch's index range starts at the last batch's latest completion: a
+    # row finished before that, appearing mid-sweep, waits for the next sweep.
+    now_ms = store.now_ms()
+    made = [make_task(store, "succeeded").id for _ in range(4)]
+    for days, task_id in zip((10, 9, 8, 7.5), made):
+        age(task_id, days, now_ms)
+    late: list[str] = []
+
+    def after_batch(count: int) -> None:
+        if not late:
+            late.append(make_task(store, "failed").id)
+            age(late[0], 20, now_ms)
+
+    rule = PurgeRule(7 * DAY_MS)
+    assert purge_rule(store, rule, limit=2, on_batch=after_batch, target_s=60.0) == 4
+    assert list(Task.objects.filter(pk__in=made + late).values_list("pk", flat=True)) == late
+    assert purge_rule(store, rule, limit=2) == 1
+    assert not Task.objects.filter(pk__in=late).exists()

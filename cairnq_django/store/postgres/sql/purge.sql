@@ -1,11 +1,14 @@
 -- Delete up to limit terminal rows finished strictly before now - older_than_ms,
 -- oldest first, each optional filter applied only when given (protocol 3.8).
--- params: older_than_ms, queue, status, name (each text or null), limit
+-- params: older_than_ms, queue, status, name (each text or null), limit, from_ms (bigint or null)
 WITH doomed AS MATERIALIZED (
     SELECT id FROM cairnq_tasks
     WHERE status IN ('succeeded', 'failed', 'canceled')
       AND completed_at_ms IS NOT NULL
       AND completed_at_ms < (extract(epoch from now()) * 1000)::bigint - %(older_than_ms)s::bigint
+      -- Where the last batch of a sweep ended: the index range starts past the rows it deleted, whose
+      -- dead entries a scan from the oldest would step over until vacuum (every bigint when null).
+      AND completed_at_ms >= COALESCE(%(from_ms)s::bigint, -9223372036854775808)
       AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
       AND (%(status)s::text IS NULL OR status = %(status)s::text)
       AND (%(name)s::text IS NULL OR name = %(name)s::text)
@@ -17,4 +20,4 @@ WITH doomed AS MATERIALIZED (
 DELETE FROM cairnq_tasks AS t
 USING doomed
 WHERE t.id = doomed.id
-RETURNING t.id
+RETURNING t.id, t.completed_at_ms
