@@ -67,7 +67,7 @@ def claim(k: int, warmup: int) -> dict[str, Any]:
 
 
 class TimedPurges:
-    """The store, with each ``purge`` call timed: one batch, one statement, its own transaction.
+    """The store, with each ``purge_batch`` call (a sweep's batch) timed: one statement, its own transaction.
 
     The batch's row locks are taken by its ``FOR UPDATE SKIP LOCKED`` and held
     until that statement commits, so a batch's duration bounds how long it
@@ -81,11 +81,11 @@ class TimedPurges:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._store, name)
 
-    def purge(self, **kwargs: Any) -> list[str]:
+    def purge_batch(self, rule: Any, *, limit: int, from_ms: int | None) -> Any:
         started = _wire.now()
-        ids = self._store.purge(**kwargs)
-        self.batches.append((started, (_wire.now() - started) * 1000, len(ids)))
-        return list(ids)
+        batch = self._store.purge_batch(rule, limit=limit, from_ms=from_ms)
+        self.batches.append((started, (_wire.now() - started) * 1000, len(batch.ids)))
+        return batch
 
 
 def purge(older_than_ms: int) -> dict[str, Any]:

@@ -529,7 +529,7 @@ class BigTable:
                 ),
                 (
                     "purge",
-                    f"{p['rows_purged']:,} rows, {p['batches']:,} batches of {p['batch_limit']:,}, "
+                    f"{p['rows_purged']:,} rows, {p['batches']:,} batches of at most {p['batch_limit']:,}, "
                     f"{p['purge_seconds']:.1f} s ({p['purge_rows_per_s']:,.0f} rows/s)",
                     "",
                     "",
