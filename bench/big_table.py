@@ -72,6 +72,7 @@ import json
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -154,11 +155,20 @@ class PurgeProcess:
         if first.strip() != "ready":
             _answer(first + self.proc.stdout.read(), self.proc.wait(), log)  # raises with the child's error
             raise RuntimeError(f"purge process said {first!r}")
+        self._out = ""
+        self._reader = threading.Thread(target=self._read, daemon=True)
 
     def go(self) -> None:
         assert self.proc.stdin is not None
         self.proc.stdin.write("go\n")
         self.proc.stdin.close()
+        # Its answer (every batch's timing) can outgrow the pipe's buffer: read
+        # it as it comes, or the child blocks on its last write and never ends.
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        self._out = self.proc.stdout.read()
 
     def running(self) -> bool:
         return self.proc.poll() is None
@@ -172,11 +182,10 @@ class PurgeProcess:
 
     def result(self) -> dict[str, Any]:
         """Wait for the purge to end (however long it takes) and return its answer."""
-        assert self.proc.stdout is not None
-        out = self.proc.stdout.read()
+        self._reader.join()
         code = self.proc.wait()
         self._err.close()
-        return _answer(out, code, self.log)
+        return _answer(self._out, code, self.log)
 
 
 class BigTable:

@@ -36,6 +36,11 @@ DEFAULT_BATCH = 1000
 # business keys exist. Batches shrink to fit and grow back (docs/worker.md).
 BATCH_TARGET_S = 0.05
 
+# A worker's sweep rests this many times each batch's duration before the
+# next: it is background work, and flat out one sweep took a core and the
+# WAL from the drain beside it (half its rate on 2 cores, docs/performance.md).
+SWEEP_REST = 2.0
+
 _UNITS_MS = {"ms": 1, "s": 1_000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 604_800_000}
 # At most 20 digits: anything longer is past the longest age anyway.
 _DURATION = re.compile(r"^\s*(\d{1,20})\s*(ms|s|m|h|d|w)\s*$")
@@ -151,6 +156,8 @@ def purge_rule(
     should_stop: Callable[[], bool] | None = None,
     on_batch: Callable[[int], None] | None = None,
     target_s: float = BATCH_TARGET_S,
+    rest: float = 0.0,
+    sleep: Callable[[float], None] = time.sleep,
 ) -> int:
     """Drain one rule: purge at most ``limit`` rows at a time until a batch comes back short.
 
@@ -158,7 +165,8 @@ def purge_rule(
     batch, and batches are sized to take about ``target_s`` each
     (``next_batch_limit``). ``should_stop`` is asked between batches (a
     stopping worker cuts the sweep short); ``on_batch`` receives each
-    batch's count. Returns the rows deleted.
+    batch's count. Between batches it sleeps ``rest`` times the last batch's
+    duration. Returns the rows deleted.
     """
     total, size = 0, limit
     # Each batch starts at the latest completion the last one deleted (ties
@@ -176,6 +184,8 @@ def purge_rule(
             return total
         from_ms = batch.last_completed_ms
         size = next_batch_limit(size, took, limit, target_s)
+        if rest > 0:
+            sleep(rest * took)
 
 
 def sweep(
@@ -184,8 +194,9 @@ def sweep(
     *,
     rules: Sequence[PurgeRule] | None = None,
     should_stop: Callable[[], bool] | None = None,
+    rest: float = SWEEP_REST,
 ) -> int:
-    """Apply every retention rule once, in bounded batches; return the rows deleted.
+    """Apply every retention rule once, in bounded batches with rests between; return the rows deleted.
 
     With ``rules`` omitted the ``CAIRNQ["RETENTION"]`` setting is read; an
     unset setting sweeps nothing and issues no statement.
@@ -193,7 +204,7 @@ def sweep(
     bounds.PURGE_LIMIT.check(limit, "limit")
     total = 0
     for rule in configured_rules() if rules is None else rules:
-        total += purge_rule(store, rule, limit=limit, should_stop=should_stop)
+        total += purge_rule(store, rule, limit=limit, should_stop=should_stop, rest=rest)
         if should_stop is not None and should_stop():
             break
     return total

@@ -265,3 +265,12 @@ def test_a_sweep_goes_on_from_where_its_last_batch_ended(store: Any) -> None:
     assert list(Task.objects.filter(pk__in=made + late).values_list("pk", flat=True)) == late
     assert purge_rule(store, rule, limit=2) == 1
     assert not Task.objects.filter(pk__in=late).exists()
+
+
+def test_a_sweep_rests_between_batches_in_proportion_to_them(store: Any, aged: dict[str, str]) -> None:
+    # Background work: after each full batch a sweep sleeps ``rest`` times that
+    # batch's duration; the last batch (short: nothing left) needs no rest.
+    rests: list[float] = []
+    deleted = purge_rule(store, PurgeRule(7 * DAY_MS), limit=2, rest=2.0, sleep=rests.append, target_s=60.0)
+    assert deleted == 5 and len(rests) == 2 and all(r > 0 for r in rests)
+    assert purge_rule(store, PurgeRule(7 * DAY_MS), limit=2, sleep=rests.append) == 0 and len(rests) == 2
