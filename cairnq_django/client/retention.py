@@ -157,7 +157,7 @@ def purge_rule(
     on_batch: Callable[[int], None] | None = None,
     target_s: float = BATCH_TARGET_S,
     rest: float = 0.0,
-    sleep: Callable[[float], None] = time.sleep,
+    sleep: Callable[[float], object] = time.sleep,
 ) -> int:
     """Drain one rule: purge at most ``limit`` rows at a time until a batch comes back short.
 
@@ -195,16 +195,18 @@ def sweep(
     rules: Sequence[PurgeRule] | None = None,
     should_stop: Callable[[], bool] | None = None,
     rest: float = SWEEP_REST,
+    sleep: Callable[[float], object] = time.sleep,
 ) -> int:
     """Apply every retention rule once, in bounded batches with rests between; return the rows deleted.
 
     With ``rules`` omitted the ``CAIRNQ["RETENTION"]`` setting is read; an
-    unset setting sweeps nothing and issues no statement.
+    unset setting sweeps nothing and issues no statement. ``sleep`` takes the
+    rests (a worker passes its stop event's ``wait``, so a stop ends one).
     """
     bounds.PURGE_LIMIT.check(limit, "limit")
     total = 0
     for rule in configured_rules() if rules is None else rules:
-        total += purge_rule(store, rule, limit=limit, should_stop=should_stop, rest=rest)
+        total += purge_rule(store, rule, limit=limit, should_stop=should_stop, rest=rest, sleep=sleep)
         if should_stop is not None and should_stop():
             break
     return total

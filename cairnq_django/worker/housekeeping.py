@@ -246,7 +246,8 @@ class Sweeper:
 
     def _sweep(self) -> None:
         try:
-            deleted = sweep(self.store, rules=self.rules, should_stop=self._stop.is_set)
+            # Its rests between batches end at once when the worker stops.
+            deleted = sweep(self.store, rules=self.rules, should_stop=self._stop.is_set, sleep=self._stop.wait)
         except Exception as exc:  # noqa: BLE001 - the next sweep still runs
             logger.error("retention sweep failed: %s", exc)
             return
