@@ -54,10 +54,17 @@ def django_db_setup(django_db_setup: Any) -> Any:
 
 
 def clear_queue(alias: str = "default") -> None:
-    """Delete every task and key row (the migrated meta and ledger rows stay)."""
+    """Delete every task and key row (the migrated meta and ledger rows stay).
+
+    The stores are made anew, so no claim cursor outlives the rows it was
+    left on (store/postgres/claim_cursor.py).
+    """
+    from cairnq_django.store import clear_store_cache
+
     with connections[alias].cursor() as cursor:
         for table in CAIRNQ_TABLES:
             cursor.execute(f"DELETE FROM {table}")
+    clear_store_cache()
 
 
 @pytest.fixture

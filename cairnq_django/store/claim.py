@@ -43,11 +43,15 @@ def claim_session(store: SQLStore, request: ClaimRequest, plan: Callable[[Draw],
         recover = probe is False or probe.expired
     after_lock = request.hooks.after_lock
     worker_id = request.worker_id
+    # Inside the caller's transaction PostgreSQL's now() stands still, so a
+    # task it submits next can sort before the rows just claimed: such a
+    # claim reads from the queue's head and leaves no cursor behind.
+    from_head = store._in_transaction()
 
     def run(names: Sequence[str] | None, limit: int, fleet: FleetLimits | None) -> list[Task]:
         if fleet is not None:
             return draw_limited(store, queues, worker_id, lease_ms, fleet, limit, relaxed)
-        return draw(store, queues, worker_id, lease_ms, names, limit, relaxed)
+        return draw(store, queues, worker_id, lease_ms, names, limit, relaxed, from_head=from_head)
 
     # One draw and nothing to recover: one autocommit statement instead of
     # BEGIN, draw, COMMIT. A hook after the locks needs them held open.
@@ -96,6 +100,7 @@ def probe_claim(
         "queues": store._list(list(dict.fromkeys(queues))),
         "names": None if names is None else store._list(list(dict.fromkeys(names))),
         "leaseless": store._bool(leaseless),
+        **store._claim_starts(queues, names),
     }
     row = store._rows("claimable_probe", params)[0]
     return ClaimProbe(due=bool(row["due"]), expired=bool(row["expired"]))
@@ -109,8 +114,14 @@ def draw(
     names: Sequence[str] | None,
     limit: int,
     relaxed: bool = False,
+    *,
+    from_head: bool = False,
 ) -> list[Task]:
-    """One claim draw, using the equality shape when one queue / one name."""
+    """One claim draw, using the equality shape when one queue / one name.
+
+    ``from_head``: read each queue from its head, not from where this
+    process's last draw of it ended (PostgreSQL's claim cursor).
+    """
     if not queues:
         return []
     params: dict[str, Any] = {
@@ -131,7 +142,7 @@ def draw(
         params["name"] = wanted[0]  # type: ignore[index]
     else:
         params["names"] = None if wanted is None else store._list(wanted)
-    return store._tasks(statement, params)
+    return store._draw(statement, params, queues, wanted, lease_ms, from_head=from_head)
 
 
 DrawFunction = Callable[[Sequence[str] | None, int, FleetLimits | None], T]

@@ -124,6 +124,27 @@ class SQLStore(Store):
     def _reuse_claim_plans(self) -> None:
         """Let this connection keep one plan per claim statement (PostgreSQL only)."""
 
+    def _claim_starts(self, queues: Sequence[str], names: Sequence[str] | None) -> dict[str, Any]:
+        """Extra parameters of the probe: where each queue's read starts (PostgreSQL only)."""
+        return {}
+
+    def _draw(
+        self,
+        statement: str,
+        params: dict[str, Any],
+        queues: Sequence[str],
+        names: Sequence[str] | None,
+        lease_ms: int,
+        *,
+        from_head: bool = False,
+    ) -> builtins.list[Task]:
+        """Run claim statement ``statement`` for ``queues`` and ``names``; the rows it leased."""
+        return self._tasks(statement, params)
+
+    def _in_transaction(self) -> bool:
+        """Whether the calling thread is inside a transaction on the store's connection."""
+        return connections[self.alias].in_atomic_block
+
     def _claim_scope(self, relaxed: bool) -> AbstractContextManager[object]:
         """What a claim session runs inside: how its commit waits (SQLite only)."""
         return contextlib.nullcontext()

@@ -213,11 +213,12 @@ def test_a_worker_connection_plans_each_claim_once(store: Store, dialect: str) -
     for _ in range(8):
         submit(store, "a")
 
+    # Two names: a one-name claim is planned on every call (store/postgres/store.py).
     def plan(draw: Any) -> None:
-        draw(["a"], 1)
+        draw(["a", "b"], 1)
 
     def claim(**kwargs: Any) -> None:
-        store.claim_session(ClaimRequest(["default"], "w1", 30_000, ["a"], single_draw=True, **kwargs), plan)
+        store.claim_session(ClaimRequest(["default"], "w1", 30_000, ["a", "b"], single_draw=True, **kwargs), plan)
 
     connection.close()
     with transaction.atomic():

@@ -38,6 +38,7 @@ from ...protocol.limits import FleetLimits
 from ...protocol.ids import task_ids as new_task_ids
 from ..sql_store import SQLStore, collector_paused
 from . import transaction_timeouts
+from .claim_cursor import ClaimCursors, Start, statement_params
 from .copy_text import text
 from ..sql_files import statement
 
@@ -53,11 +54,16 @@ _NEVER_BY_COUNT = 2**62
 # plan cannot see. The probe and lease recovery: a worker's claim connection
 # keeps one plan per prepared statement (reuse_claim_plans.sql), and their
 # best index depends on the clock reading and the lists they are given.
+# A one-name claim: without the name, the planner may read the whole queue
+# through cairnq_tasks_claim_idx to find a name it holds no rows of (a batch
+# handler's name while another name's backlog waits) instead of that name's
+# own range of cairnq_tasks_claim_name_idx.
 _PLANNED_PER_CALL = frozenset(
     {
         "complete_many", "fail_many", "snooze_many", "heartbeat_batch", "worker_beat", "cancel_many", "retry_many",
         "release",
         "claimable_probe", "recover_leases",
+        "claim_one_queue_one_name", "claim_one_name",
     }
 )
 
@@ -128,6 +134,11 @@ class PostgresStore(SQLStore):
 
     dialect = "postgres"
 
+    def __init__(self, alias: str) -> None:
+        super().__init__(alias)
+        # Where this process's next claim of each queue starts (claim_cursor.py).
+        self.claim_cursors = ClaimCursors()
+
     def _cursor(self, statement: str = "") -> Any:
         connection = connections[self.alias]
         head = transaction_timeouts.prefix(connection)
@@ -186,6 +197,28 @@ class PostgresStore(SQLStore):
             cursor.execute(statement(self.dialect, "reuse_claim_plans"))
         # On the driver's connection object, so a reconnect starts unset.
         raw._cairnq_reuses_plans = True
+
+    def _claim_starts(self, queues: Sequence[str], names: Sequence[str] | None) -> dict[str, Any]:
+        if self._in_transaction():  # the caller's: see claim.claim_session
+            return statement_params([Start.head(queue) for queue in queues])
+        return statement_params(self.claim_cursors.probe_starts(queues, names))
+
+    def _draw(
+        self,
+        statement: str,
+        params: dict[str, Any],
+        queues: Sequence[str],
+        names: Sequence[str] | None,
+        lease_ms: int,
+        *,
+        from_head: bool = False,
+    ) -> list[Task]:
+        if from_head:
+            return self._tasks(statement, {**params, **statement_params([Start.head(queue) for queue in queues])})
+        starts = self.claim_cursors.starts(queues, names)
+        rows = self._tasks(statement, {**params, **statement_params(starts)})
+        self.claim_cursors.advance(names, starts, rows, lease_ms)
+        return rows
 
     def _limited_rows(self, params: dict[str, Any], fleet: FleetLimits) -> list[dict[str, Any]]:
         # One call of the claim function the migrations create: it takes the

@@ -1,6 +1,6 @@
 -- Draw up to limit claimable tasks in claim order and lease them to worker_id
 -- (protocol 3.9 step 2b, 4.3): status running, lease now + lease_ms, attempt + 1. Several queues.
--- params: queues (text[]), names (text[] or null = any name), worker_id, lease_ms, limit, synchronous_commit (text or null)
+-- params: queues (text[]), from_priorities (int[]), from_run_ats (bigint[]), from_ids (text[]) (claim_cursor.py), names (text[] or null = any name), worker_id, lease_ms, limit, synchronous_commit (text or null)
 
 -- SET LOCAL of synchronous_commit ('off' = ASYNC_CLAIM_COMMIT, null = the session's); joined below so it runs.
 WITH commit_mode AS MATERIALIZED (
@@ -10,23 +10,56 @@ WITH commit_mode AS MATERIALIZED (
         true
     ) AS applied
 ),
+-- The clock read once: a scalar subquery bounds each index range.
+clock AS MATERIALIZED (
+    SELECT (extract(epoch from clock_timestamp()) * 1000)::bigint AS now_ms
+),
 -- Materialized: run once, or a re-scan would skip rows this statement just leased and take more than limit.
 picked AS MATERIALIZED (
     SELECT head.ctid
-    FROM unnest(%(queues)s::text[]) AS wanted(queue)
+    FROM unnest(%(queues)s::text[], %(from_priorities)s::int[], %(from_run_ats)s::bigint[], %(from_ids)s::text[])
+        AS wanted(queue, from_priority, from_run_at_ms, from_id)
     -- Each queue's head on its own, in cairnq_tasks_claim_idx order; "queue = ANY" would sort the backlog.
+    -- Three index ranges in claim order, from where this process's last claim of the queue ended
+    -- (claim_cursor.py): priorities above the cursor's, its priority from the (run_at_ms, id) floor on, those below.
+    -- A paused queue (docs/limits.md) is a test of the queue, not of each row.
     CROSS JOIN LATERAL (
-        SELECT ctid, id, priority, run_at_ms FROM cairnq_tasks
-        WHERE queue = wanted.queue
-          -- Not a paused queue (docs/limits.md): a test of the queue, not of each row.
-          AND wanted.queue <> ALL(ARRAY(SELECT queue FROM cairnq_django_queue_pause))
-          AND status = 'queued'
-          AND (%(names)s::text[] IS NULL OR name = ANY(%(names)s::text[]))
-          -- A scalar subquery: evaluated once, so it bounds the index range.
-          AND run_at_ms <= (SELECT (extract(epoch from clock_timestamp()) * 1000)::bigint)
-        ORDER BY priority DESC, run_at_ms, id
+        SELECT * FROM (
+            SELECT ctid, id, priority, run_at_ms FROM cairnq_tasks
+            WHERE queue = wanted.queue AND status = 'queued'
+              AND wanted.queue <> ALL(ARRAY(SELECT queue FROM cairnq_django_queue_pause))
+              AND (%(names)s::text[] IS NULL OR name = ANY(%(names)s::text[]))
+              AND priority > wanted.from_priority
+              AND run_at_ms <= (SELECT now_ms FROM clock)
+            ORDER BY priority DESC, run_at_ms, id
+            LIMIT %(limit)s
+            FOR UPDATE SKIP LOCKED
+        ) AS above
+        UNION ALL
+        SELECT * FROM (
+            SELECT ctid, id, priority, run_at_ms FROM cairnq_tasks
+            WHERE queue = wanted.queue AND status = 'queued'
+              AND wanted.queue <> ALL(ARRAY(SELECT queue FROM cairnq_django_queue_pause))
+              AND (%(names)s::text[] IS NULL OR name = ANY(%(names)s::text[]))
+              AND priority = wanted.from_priority AND (run_at_ms, id) >= (wanted.from_run_at_ms, wanted.from_id)
+              AND run_at_ms <= (SELECT now_ms FROM clock)
+            ORDER BY priority DESC, run_at_ms, id
+            LIMIT %(limit)s
+            FOR UPDATE SKIP LOCKED
+        ) AS cursor
+        UNION ALL
+        SELECT * FROM (
+            SELECT ctid, id, priority, run_at_ms FROM cairnq_tasks
+            WHERE queue = wanted.queue AND status = 'queued'
+              AND wanted.queue <> ALL(ARRAY(SELECT queue FROM cairnq_django_queue_pause))
+              AND (%(names)s::text[] IS NULL OR name = ANY(%(names)s::text[]))
+              AND priority < wanted.from_priority
+              AND run_at_ms <= (SELECT now_ms FROM clock)
+            ORDER BY priority DESC, run_at_ms, id
+            LIMIT %(limit)s
+            FOR UPDATE SKIP LOCKED
+        ) AS below
         LIMIT %(limit)s
-        FOR UPDATE SKIP LOCKED
     ) AS head
     ORDER BY head.priority DESC, head.run_at_ms, head.id
     LIMIT %(limit)s

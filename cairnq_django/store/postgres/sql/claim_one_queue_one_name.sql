@@ -1,6 +1,6 @@
 -- Draw up to limit claimable tasks in claim order and lease them to worker_id
 -- (protocol 3.9 step 2b, 4.3): status running, lease now + lease_ms, attempt + 1. One queue, one name.
--- params: queue, name, worker_id, lease_ms, limit, synchronous_commit (text or null)
+-- params: queue, from_priority, from_run_at_ms, from_id (claim_cursor.py), name, worker_id, lease_ms, limit, synchronous_commit (text or null)
 
 -- SET LOCAL of synchronous_commit ('off' = ASYNC_CLAIM_COMMIT, null = the session's); joined below so it runs.
 WITH commit_mode AS MATERIALIZED (
@@ -10,19 +10,51 @@ WITH commit_mode AS MATERIALIZED (
         true
     ) AS applied
 ),
+-- The clock read once: a scalar subquery bounds each index range.
+clock AS MATERIALIZED (
+    SELECT (extract(epoch from clock_timestamp()) * 1000)::bigint AS now_ms
+),
 -- Materialized: run once, or a re-scan would skip rows this statement just leased and take more than limit.
+-- Three index ranges in claim order, from where this process's last claim of the queue ended
+-- (claim_cursor.py): priorities above the cursor's, its priority from the (run_at_ms, id) floor on, those below.
+-- A paused queue (docs/limits.md) is a test of the queue, not of each row.
 picked AS MATERIALIZED (
-    SELECT ctid FROM cairnq_tasks
-    WHERE queue = %(queue)s
-      -- Not a paused queue (docs/limits.md): a test of the queue, not of each row.
-      AND %(queue)s <> ALL(ARRAY(SELECT queue FROM cairnq_django_queue_pause))
-      AND status = 'queued'
-      AND name = %(name)s
-      -- A scalar subquery: evaluated once, so it bounds the cairnq_tasks_claim_name_idx range.
-      AND run_at_ms <= (SELECT (extract(epoch from clock_timestamp()) * 1000)::bigint)
-    ORDER BY priority DESC, run_at_ms, id
+    SELECT * FROM (
+        SELECT ctid FROM cairnq_tasks
+        WHERE queue = %(queue)s AND status = 'queued'
+          AND %(queue)s <> ALL(ARRAY(SELECT queue FROM cairnq_django_queue_pause))
+          AND name = %(name)s
+          AND priority > %(from_priority)s
+          AND run_at_ms <= (SELECT now_ms FROM clock)
+        ORDER BY priority DESC, run_at_ms, id
+        LIMIT %(limit)s
+        FOR UPDATE SKIP LOCKED
+    ) AS above
+    UNION ALL
+    SELECT * FROM (
+        SELECT ctid FROM cairnq_tasks
+        WHERE queue = %(queue)s AND status = 'queued'
+          AND %(queue)s <> ALL(ARRAY(SELECT queue FROM cairnq_django_queue_pause))
+          AND name = %(name)s
+          AND priority = %(from_priority)s AND (run_at_ms, id) >= (%(from_run_at_ms)s, %(from_id)s::text)
+          AND run_at_ms <= (SELECT now_ms FROM clock)
+        ORDER BY priority DESC, run_at_ms, id
+        LIMIT %(limit)s
+        FOR UPDATE SKIP LOCKED
+    ) AS cursor
+    UNION ALL
+    SELECT * FROM (
+        SELECT ctid FROM cairnq_tasks
+        WHERE queue = %(queue)s AND status = 'queued'
+          AND %(queue)s <> ALL(ARRAY(SELECT queue FROM cairnq_django_queue_pause))
+          AND name = %(name)s
+          AND priority < %(from_priority)s
+          AND run_at_ms <= (SELECT now_ms FROM clock)
+        ORDER BY priority DESC, run_at_ms, id
+        LIMIT %(limit)s
+        FOR UPDATE SKIP LOCKED
+    ) AS below
     LIMIT %(limit)s
-    FOR UPDATE SKIP LOCKED
 )
 UPDATE cairnq_tasks AS t
 SET status = 'running',

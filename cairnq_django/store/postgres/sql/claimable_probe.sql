@@ -1,21 +1,44 @@
 -- Read-only probe before a claim session (protocol 3.9 step 1): is any task
 -- claimable now for these queues and names, or has any lease expired anywhere? (due, expired)
--- params: queues (text[]), names (text[] or null = any name), leaseless (boolean)
+-- params: queues (text[]), from_priorities (int[]), from_run_ats (bigint[]), from_ids (text[]) (claim_cursor.py), names (text[] or null = any name), leaseless (boolean)
+WITH clock AS MATERIALIZED (
+    SELECT (extract(epoch from clock_timestamp()) * 1000)::bigint AS now_ms
+)
 SELECT
     EXISTS (
         SELECT 1
-        FROM unnest(%(queues)s::text[]) AS wanted(queue)
-        -- Each queue's first row in claim order: the ORDER BY makes the planner walk cairnq_tasks_claim_idx.
+        FROM unnest(%(queues)s::text[], %(from_priorities)s::int[], %(from_run_ats)s::bigint[], %(from_ids)s::text[])
+            AS wanted(queue, from_priority, from_run_at_ms, from_id)
+        -- Each queue's first row in claim order, read where this process's claims of it start
+        -- (claim_cursor.py); each ORDER BY makes the planner walk cairnq_tasks_claim_idx.
+        -- A paused queue (docs/limits.md) is a test of the queue, not of each row.
         CROSS JOIN LATERAL (
-            -- Unfiltered by queue on purpose: recovering any dead worker's task is every worker's job.
-            SELECT 1 FROM cairnq_tasks
-            WHERE queue = wanted.queue
-              -- Not a paused queue (docs/limits.md): a test of the queue, not of each row.
-              AND wanted.queue <> ALL(ARRAY(SELECT queue FROM cairnq_django_queue_pause))
-              AND status = 'queued'
-              AND (%(names)s::text[] IS NULL OR name = ANY(%(names)s::text[]))
-              AND run_at_ms <= (SELECT (extract(epoch from clock_timestamp()) * 1000)::bigint)
-            ORDER BY priority DESC, run_at_ms, id
+            (SELECT 1 FROM cairnq_tasks
+             WHERE queue = wanted.queue AND status = 'queued'
+               AND wanted.queue <> ALL(ARRAY(SELECT queue FROM cairnq_django_queue_pause))
+               AND (%(names)s::text[] IS NULL OR name = ANY(%(names)s::text[]))
+               AND priority > wanted.from_priority
+               AND run_at_ms <= (SELECT now_ms FROM clock)
+             ORDER BY priority DESC, run_at_ms, id
+             LIMIT 1)
+            UNION ALL
+            (SELECT 1 FROM cairnq_tasks
+             WHERE queue = wanted.queue AND status = 'queued'
+               AND wanted.queue <> ALL(ARRAY(SELECT queue FROM cairnq_django_queue_pause))
+               AND (%(names)s::text[] IS NULL OR name = ANY(%(names)s::text[]))
+               AND priority = wanted.from_priority AND (run_at_ms, id) >= (wanted.from_run_at_ms, wanted.from_id)
+               AND run_at_ms <= (SELECT now_ms FROM clock)
+             ORDER BY priority DESC, run_at_ms, id
+             LIMIT 1)
+            UNION ALL
+            (SELECT 1 FROM cairnq_tasks
+             WHERE queue = wanted.queue AND status = 'queued'
+               AND wanted.queue <> ALL(ARRAY(SELECT queue FROM cairnq_django_queue_pause))
+               AND (%(names)s::text[] IS NULL OR name = ANY(%(names)s::text[]))
+               AND priority < wanted.from_priority
+               AND run_at_ms <= (SELECT now_ms FROM clock)
+             ORDER BY priority DESC, run_at_ms, id
+             LIMIT 1)
             LIMIT 1
         ) AS due
     ) AS due,
@@ -23,7 +46,7 @@ SELECT
         SELECT 1 FROM cairnq_tasks
         WHERE status = 'running'
           AND lease_until_ms IS NOT NULL
-          AND lease_until_ms <= (SELECT (extract(epoch from clock_timestamp()) * 1000)::bigint)
+          AND lease_until_ms <= (SELECT now_ms FROM clock)
     -- Running rows without a lease (a foreign writer), read by cairnq_tasks_status_completed_idx.
     ) OR (%(leaseless)s::boolean AND EXISTS (
         SELECT 1 FROM (

@@ -1,0 +1,187 @@
+"""Where each PostgreSQL claim starts reading: after this process's last leased row.
+
+A claimed task leaves its queued version's entry at the head of its queue's
+range in ``cairnq_tasks_claim_idx``. Vacuum removes such entries, and the
+first scan to meet one marks it dead, but not while some transaction's
+snapshot is older than the claim (an idle ``REPEATABLE READ`` session, a long
+report): then every claim from the head walks every task claimed since that
+snapshot, heap tuple by heap tuple. So a draw starts where this process's
+last draw of the same queue and names ended, less a margin for submits that
+commit late, and reads from the head once a second to pick up what was
+skipped. docs/performance.md ("xmin") has the measurements; SQLite needs
+none of this (its b-trees hold no old row versions).
+
+The claim statements read three index ranges in claim order: priorities
+above the cursor's, the cursor's priority from its (``run_at_ms``, ``id``)
+floor on, then priorities below it. ``Start.head`` reads everything from the
+head: any priority with the lowest floor does.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ...models import Task
+
+# Every row is at or after the smallest int8 time and the empty id. The
+# head's priority is the common one, so a worker's claims bind the same
+# parameter types from the head and from a cursor (one prepared plan).
+HEAD_PRIORITY = 0
+HEAD_RUN_AT_MS = -(2**63)
+HEAD_ID = ""
+
+# Each draw of a queue reads from its head at least this often, so a row a
+# cursor stepped past (its submit committed long after its run_at_ms, or it
+# was skipped while another claimer that then rolled back held it) waits at
+# most about this long.
+HEAD_READ_INTERVAL_S = 1.0
+
+# A submit's run_at_ms is its transaction's start (PostgreSQL's now()), so a
+# row can become visible after rows with later run_at_ms were claimed. Rows
+# due within this long before the last claim are read again: a submit whose
+# transaction lasts less is never stepped past.
+LATE_COMMIT_MARGIN_MS = 100
+
+# Which rows a cursor follows: a queue and the draw's names (None: any name).
+Key = tuple[str, frozenset[str] | None]
+
+
+@dataclass(frozen=True)
+class Start:
+    """Where one queue's draw starts: its priority's rows from (run_at_ms, id) on, and every other priority."""
+
+    queue: str
+    priority: int
+    run_at_ms: int
+    id: str = HEAD_ID
+
+    @classmethod
+    def head(cls, queue: str) -> Start:
+        """A start that reads ``queue`` from its head."""
+        return cls(queue, HEAD_PRIORITY, HEAD_RUN_AT_MS, HEAD_ID)
+
+    @property
+    def from_head(self) -> bool:
+        return (self.run_at_ms, self.id) == (HEAD_RUN_AT_MS, HEAD_ID)
+
+
+@dataclass
+class _Position:
+    # The last leased row in claim order, and when (database clock) it was leased.
+    priority: int
+    run_at_ms: int
+    id: str
+    claimed_ms: int
+    # When (monotonic) a draw of this key last read from the head.
+    head_read_at: float
+
+
+class ClaimCursors:
+    """Per (queue, names), where the next draw starts; shared by the threads of one process."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._positions: dict[Key, _Position] = {}
+        self._lock = threading.Lock()
+
+    def starts(self, queues: Sequence[str], names: Sequence[str] | None) -> list[Start]:
+        """Where a draw (or a probe) of ``queues`` for ``names`` starts, one ``Start`` per queue."""
+        wanted = None if names is None else frozenset(names)
+        now = self._clock()
+        with self._lock:
+            positions = [self._positions.get((queue, wanted)) for queue in queues]
+        return [_start(queue, position, now) for queue, position in zip(queues, positions)]
+
+    def probe_starts(self, queues: Sequence[str], names: Sequence[str] | None) -> list[Start]:
+        """Where a probe of ``queues`` for ``names`` starts: where the draws of those names start.
+
+        A worker draws some names on their own (batch, limits, resources)
+        and probes for all of them at once. The probe starts at the earliest
+        floor of the draws that cover its names when they share a priority;
+        from the head when a name has no cursor (never drawn with rows, or
+        drawn under fleet limits), when the cursors' priorities differ, or
+        when a draw would read from the head itself.
+        """
+        if names is None:
+            return self.starts(queues, None)
+        wanted = frozenset(names)
+        now = self._clock()
+        with self._lock:
+            entries = [(key, position) for key, position in self._positions.items() if key[0] in queues]
+        starts = []
+        for queue in queues:
+            drawn = [(key[1], _start(queue, position, now)) for key, position in entries
+                     if key[0] == queue and key[1] is not None and key[1] <= wanted]
+            covered = frozenset().union(*(key_names for key_names, _ in drawn))
+            # A draw that reads from the head has the lowest floor: so does the probe.
+            if covered == wanted and len({start.priority for _, start in drawn}) == 1:
+                starts.append(min((start for _, start in drawn), key=lambda start: (start.run_at_ms, start.id)))
+            else:
+                starts.append(Start.head(queue))
+        return starts
+
+    def advance(self, names: Sequence[str] | None, starts: Sequence[Start], rows: Sequence[Task], lease_ms: int) -> None:
+        """Move each queue's cursor to the last of ``rows`` (leased by a draw that began at ``starts``)."""
+        wanted = None if names is None else frozenset(names)
+        now = self._clock()
+        last: dict[str, Task] = {}
+        for row in rows:
+            seen = last.get(row.queue)
+            if seen is None or _claim_order(row) > _claim_order(seen):
+                last[row.queue] = row
+        with self._lock:
+            for start in starts:
+                key = (start.queue, wanted)
+                position = self._positions.get(key)
+                newest = last.get(start.queue)
+                if newest is not None:
+                    head_read_at = now if start.from_head or position is None else position.head_read_at
+                    self._positions[key] = _Position(
+                        priority=newest.priority,
+                        run_at_ms=newest.run_at_ms,
+                        id=newest.id,
+                        claimed_ms=int(newest.lease_until_ms or 0) - lease_ms,
+                        head_read_at=head_read_at,
+                    )
+                elif start.from_head and position is not None:
+                    position.head_read_at = now
+
+    def forget(self) -> None:
+        """Drop every position: the next draws read from the head (tests, a reset table)."""
+        with self._lock:
+            self._positions.clear()
+
+
+def _start(queue: str, position: _Position | None, now: float) -> Start:
+    if position is None or now - position.head_read_at >= HEAD_READ_INTERVAL_S:
+        return Start.head(queue)
+    # In a backlog the last row is due long before the clock and is the
+    # floor itself (rows submitted in one transaction share a run_at_ms, so
+    # the id counts); in a steady flow it is moments old, and the margin
+    # covers submits still committing.
+    late = position.claimed_ms - LATE_COMMIT_MARGIN_MS
+    if late < position.run_at_ms:
+        return Start(queue, position.priority, late, HEAD_ID)
+    return Start(queue, position.priority, position.run_at_ms, position.id)
+
+
+def statement_params(starts: Sequence[Start]) -> dict[str, Any]:
+    """The claim statements' start parameters: per queue, and the first queue's as scalars."""
+    return {
+        "from_priorities": [start.priority for start in starts],
+        "from_run_ats": [start.run_at_ms for start in starts],
+        "from_ids": [start.id for start in starts],
+        "from_priority": starts[0].priority if starts else None,
+        "from_run_at_ms": starts[0].run_at_ms if starts else None,
+        "from_id": starts[0].id if starts else None,
+    }
+
+
+def _claim_order(row: Task) -> tuple[int, int, str]:
+    """A key that grows along claim order (priority DESC, run_at_ms, id)."""
+    return (-row.priority, row.run_at_ms, row.id)

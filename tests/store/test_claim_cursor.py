@@ -1,0 +1,258 @@
+"""The PostgreSQL claim cursor (store/postgres/claim_cursor.py): a claim starts
+after this process's last leased row instead of at the queue's head.
+
+The first half pins the cursor's own rules with a hand-turned clock; the
+second runs claims on PostgreSQL under a pinned snapshot (the case the
+cursor exists for), with a submit that commits late, and inside a caller's
+transaction.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from types import SimpleNamespace
+from typing import Any
+
+import psycopg
+import pytest
+from django.db import connection, transaction
+
+from cairnq_django.conf import get_config
+from cairnq_django.store import SubmitSpec
+from cairnq_django.store.base import ClaimRequest
+from cairnq_django.store.postgres.claim_cursor import (
+    HEAD_READ_INTERVAL_S,
+    LATE_COMMIT_MARGIN_MS,
+    ClaimCursors,
+    Start,
+    statement_params,
+)
+from cairnq_django.store.sql_files import load
+from tests.conftest import database_url
+
+LEASE_MS = 30_000
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def row(task_id: str, *, queue: str = "q", priority: int = 0, run_at_ms: int, claimed_ms: int) -> Any:
+    """What the cursor reads of a leased Task."""
+    return SimpleNamespace(
+        id=task_id, queue=queue, priority=priority, run_at_ms=run_at_ms, lease_until_ms=claimed_ms + LEASE_MS
+    )
+
+
+def draw(cursors: ClaimCursors, rows: list[Any], queues: tuple[str, ...] = ("q",), names: Any = None) -> list[Start]:
+    """One draw as the store makes it: ask where to start, then report the rows leased."""
+    starts = cursors.starts(list(queues), names)
+    cursors.advance(names, starts, rows, LEASE_MS)
+    return starts
+
+
+# ---- the rules ----------------------------------------------------------------
+def test_a_first_draw_reads_from_the_head_and_the_next_starts_after_its_last_row() -> None:
+    cursors = ClaimCursors(Clock())
+    # A backlog: claimed a minute after it was due. Claim order is priority
+    # DESC, run_at_ms, id: the last row is the lowest priority's latest.
+    leased = [
+        row("task_b", priority=5, run_at_ms=1_000, claimed_ms=61_000),
+        row("task_c", priority=0, run_at_ms=2_000, claimed_ms=61_000),
+        row("task_a", priority=0, run_at_ms=1_000, claimed_ms=61_000),
+    ]
+    assert draw(cursors, leased) == [Start.head("q")]
+    assert cursors.starts(["q"], None) == [Start("q", 0, 2_000, "task_c")]
+
+
+def test_a_row_claimed_within_the_margin_of_its_run_at_leaves_room_for_late_commits() -> None:
+    cursors = ClaimCursors(Clock())
+    draw(cursors, [row("task_a", run_at_ms=10_000, claimed_ms=10_020)])
+    # Submits whose transaction began up to the margin before the claim are read again.
+    assert cursors.starts(["q"], None) == [Start("q", 0, 10_020 - LATE_COMMIT_MARGIN_MS, "")]
+
+
+def test_every_draw_reads_from_the_head_once_a_second_and_an_empty_draw_keeps_the_cursor() -> None:
+    clock = Clock()
+    cursors = ClaimCursors(clock)
+    draw(cursors, [row("task_a", run_at_ms=1_000, claimed_ms=60_000)])
+    clock.now += HEAD_READ_INTERVAL_S * 0.9
+    assert draw(cursors, []) == [Start("q", 0, 1_000, "task_a")]  # nothing leased: the cursor stays
+    clock.now += HEAD_READ_INTERVAL_S * 0.2
+    assert draw(cursors, []) == [Start.head("q")]  # a second since the last head read
+    # That head read restarts the interval, even though it leased nothing.
+    assert cursors.starts(["q"], None) == [Start("q", 0, 1_000, "task_a")]
+
+
+def test_each_queue_and_name_filter_has_its_own_cursor() -> None:
+    cursors = ClaimCursors(Clock())
+    draw(
+        cursors,
+        [row("task_a", queue="q", run_at_ms=1_000, claimed_ms=60_000), row("task_b", queue="r", run_at_ms=2_000, claimed_ms=60_000)],
+        queues=("q", "r", "s"),
+        names=["x", "y"],
+    )
+    assert cursors.starts(["q", "r", "s"], ["y", "x"]) == [
+        Start("q", 0, 1_000, "task_a"), Start("r", 0, 2_000, "task_b"), Start.head("s"),
+    ]
+    assert cursors.starts(["q"], None) == [Start.head("q")]
+    assert cursors.starts(["q"], ["x"]) == [Start.head("q")]
+
+
+def test_a_probe_starts_where_the_draws_of_all_its_names_start() -> None:
+    clock = Clock()
+    cursors = ClaimCursors(clock)
+    draw(cursors, [row("task_b", run_at_ms=2_000, claimed_ms=60_000)], names=["batch"])
+    # A name no draw has a cursor for (its rows may sort anywhere): from the head.
+    assert cursors.probe_starts(["q"], ["a", "b", "batch"]) == [Start.head("q")]
+    draw(cursors, [row("task_a", run_at_ms=1_000, claimed_ms=60_000)], names=["a", "b"])
+    # Every name drawn, at one priority: the earliest of their cursors.
+    assert cursors.probe_starts(["q"], ["a", "b", "batch"]) == [Start("q", 0, 1_000, "task_a")]
+    # A draw due to read from the head: so does the probe.
+    clock.now += HEAD_READ_INTERVAL_S
+    draw(cursors, [row("task_c", run_at_ms=3_000, claimed_ms=60_000)], names=["a", "b"])
+    assert cursors.probe_starts(["q"], ["a", "b", "batch"]) == [Start.head("q")]
+    # Cursors at different priorities share no range to skip: from the head.
+    draw(cursors, [row("task_d", priority=3, run_at_ms=500, claimed_ms=60_000)], names=["batch"])
+    assert cursors.probe_starts(["q"], ["a", "b", "batch"]) == [Start.head("q")]
+
+
+# ---- on PostgreSQL ----------------------------------------------------------------
+@pytest.fixture
+def pg_store(store: Any, dialect: str) -> Any:
+    if dialect != "postgres":
+        pytest.skip("the claim cursor is PostgreSQL's: SQLite's b-trees keep no old row versions")
+    return store
+
+
+def submit_many(store: Any, n: int, name: str = "job") -> list[str]:
+    return [t.id for t in store.submit_many([SubmitSpec(name=name, payload_json="{}") for _ in range(n)])]
+
+
+def claim_buffers(start: Start, limit: int = 10) -> int:
+    """Shared buffers one claim of queue "default" reads when it starts at ``start`` (rolled back)."""
+    params = {
+        "queue": "default", "names": None, "worker_id": "w_explain", "lease_ms": LEASE_MS, "limit": limit,
+        "synchronous_commit": None, **statement_params([start]),
+    }
+    with connection.cursor() as cursor:
+        cursor.execute("BEGIN")
+        try:
+            cursor.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + load("postgres", "claim_one_queue"), params)
+            plan = cursor.fetchone()[0]
+        finally:
+            cursor.execute("ROLLBACK")
+    root = plan[0]["Plan"] if isinstance(plan, list) else plan
+    # The pick alone: the UPDATE's own index writes are the same either way.
+    [picked] = [node for node in root["Plans"] if node.get("Subplan Name") == "CTE picked"]
+    return int(picked["Shared Hit Blocks"]) + int(picked["Shared Read Blocks"])
+
+
+def test_under_a_pinned_snapshot_a_claim_does_not_walk_the_rows_claimed_before_it(pg_store: Any) -> None:
+    # An idle REPEATABLE READ session keeps every claimed row's queued
+    # version alive in cairnq_tasks_claim_idx; a claim from the head fetches
+    # each one's heap tuple, a claim from the cursor starts past them.
+    pin = psycopg.connect(database_url().replace("postgres://", "postgresql://", 1))
+    try:
+        pin.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+        pin.execute("SELECT 1")
+        submit_many(pg_store, 5_000)
+        claimed = 0
+        while claimed < 4_000:
+            claimed += len(pg_store.claim(["default"], "w1", limit=50, lease_ms=LEASE_MS))
+        [start] = pg_store.claim_cursors.starts(["default"], None)
+        assert not start.from_head
+        from_cursor, from_head = claim_buffers(start), claim_buffers(Start.head("default"))
+        assert from_cursor * 10 < from_head, (from_cursor, from_head)
+        # And the cursor's claims take exactly the rows the head's would.
+        rest = pg_store.claim(["default"], "w1", limit=2_000, lease_ms=LEASE_MS)
+        assert len(rest) == 1_000
+    finally:
+        pin.close()
+
+
+def test_a_submit_that_commits_after_later_rows_were_claimed_waits_at_most_for_the_next_head_read(
+    pg_store: Any,
+) -> None:
+    clock = Clock()
+    pg_store.claim_cursors = ClaimCursors(clock)
+    submitted, release, done = threading.Event(), threading.Event(), threading.Event()
+    late: list[str] = []
+
+    def slow_request() -> None:
+        # A request that submits, then works on inside its transaction.
+        try:
+            with transaction.atomic():
+                late.extend(submit_many(pg_store, 1, "late"))
+                submitted.set()
+                release.wait(10)
+        finally:
+            connection.close()
+            done.set()
+
+    threading.Thread(target=slow_request, daemon=True).start()
+    assert submitted.wait(10)
+    time.sleep(LATE_COMMIT_MARGIN_MS / 1000 * 3)
+    early = submit_many(pg_store, 1, "early")
+    assert [t.id for t in pg_store.claim(["default"], "w1", lease_ms=LEASE_MS)] == early
+    release.set()
+    assert done.wait(10)
+    # Committed now, due before the row the cursor stands on: stepped past ...
+    assert pg_store.claim(["default"], "w1", lease_ms=LEASE_MS) == []
+    # ... until this process's next read from the head.
+    clock.now += HEAD_READ_INTERVAL_S
+    assert [t.id for t in pg_store.claim(["default"], "w1", lease_ms=LEASE_MS)] == late
+
+
+def test_a_claim_inside_the_callers_transaction_reads_from_the_head_and_leaves_no_cursor(pg_store: Any) -> None:
+    # now() stands still inside a transaction: a task submitted after the
+    # claim shares the claimed row's run_at_ms and may sort before it.
+    with transaction.atomic():
+        submit_many(pg_store, 3)
+        request = ClaimRequest(["default"], "w1", LEASE_MS, None)
+        assert len(pg_store.claim_session(request, lambda session: session(None, 2)) or []) == 2
+        assert pg_store.claim_cursors.starts(["default"], None) == [Start.head("default")]
+        submit_many(pg_store, 3)
+        assert pg_store.probe_claim(["default"], None).due
+        assert len(pg_store.claim(["default"], "w1", limit=10, lease_ms=LEASE_MS)) == 4
+
+
+def test_a_worker_connection_plans_claims_on_the_claim_index_even_from_an_empty_table(pg_store: Any) -> None:
+    # The plan a worker's connection makes of each claim is kept for the
+    # connection's life; one made on an empty table (a fresh install) must
+    # not be a sequential scan the table then grows under.
+    if get_config()["TRANSACTION_POOLING"]:
+        pytest.skip("behind a transaction pooler nothing is prepared and no session SET is sent")
+    with connection.cursor() as cursor:
+        cursor.execute("VACUUM ANALYZE cairnq_tasks")  # empty: no pages, no rows
+    connection.close()
+    pg_store._reuse_claim_plans()
+    names: list[str] = []
+
+    def numbered(match: re.Match[str]) -> str:
+        if match.group(1) not in names:
+            names.append(match.group(1))
+        return f"${names.index(match.group(1)) + 1}"
+
+    text = re.sub(r"%\((\w+)\)s", numbered, load("postgres", "claim_one_queue"))
+    params = {
+        "queue": "default", "names": None, "worker_id": "w1", "lease_ms": LEASE_MS, "limit": 10,
+        "synchronous_commit": None, **statement_params([Start.head("default")]),
+    }
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW plan_cache_mode")
+        assert cursor.fetchone()[0] == "force_generic_plan"
+        cursor.execute("PREPARE claim_on_empty AS " + text.replace("%", "%%"))
+        cursor.execute(
+            "EXPLAIN EXECUTE claim_on_empty(" + ", ".join(["%s"] * len(names)) + ")", [params[n] for n in names]
+        )
+        plan = "\n".join(r[0] for r in cursor.fetchall())
+        cursor.execute("DEALLOCATE claim_on_empty")
+    assert "Seq Scan on cairnq_tasks" not in plan, plan
+    assert "cairnq_tasks_claim_idx" in plan, plan
