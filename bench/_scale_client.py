@@ -49,11 +49,16 @@ def submit(n: int, name: str, every_atomic: int) -> dict[str, object]:
 
 
 def claim(seconds: float, interval: float) -> dict[str, object]:
-    # The store call a worker's claim makes, one row, then settle it at once:
-    # the probe competes with the workers for the same rows and index.
+    # The store calls a worker's poll makes, for one row, then settle it at
+    # once: the probe competes with the workers for the same rows and index.
+    # As a worker does, it reuses its plans and looks for leaseless rows
+    # (every lease from the start) once per lease period, not on every probe.
     from cairnq_django.store import get_store
+    from cairnq_django.store.base import ClaimRequest
 
     store = get_store()
+    lease_ms = 30_000
+    full_probe_at = -1e9
     worker_id = "worker_bench_claim_probe"
     times_ms: list[float] = []
     empty = 0
@@ -69,7 +74,12 @@ def claim(seconds: float, interval: float) -> dict[str, object]:
     while time.monotonic() < deadline and not stop.is_set():
         try:
             t0 = time.monotonic()
-            rows = store.claim(["bench"], worker_id, limit=1)
+            full = t0 - full_probe_at >= lease_ms / 1000
+            if full:
+                full_probe_at = t0
+            probe = store.probe_claim(["bench"], None, leaseless=full)
+            request = ClaimRequest(["bench"], worker_id, lease_ms, None, probe=probe, single_draw=True, reuse_plans=True)
+            rows = store.claim_session(request, lambda draw: draw(None, 1)) or []
             times_ms.append((time.monotonic() - t0) * 1000)
             if rows:
                 store.complete_many(worker_id, [(row.id, None) for row in rows])

@@ -9,6 +9,7 @@ transaction.
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 import time
@@ -24,8 +25,11 @@ from cairnq_django.store import SubmitSpec
 from cairnq_django.store.base import ClaimRequest
 from cairnq_django.store.postgres.claim_cursor import (
     HEAD_READ_INTERVAL_S,
+    HEAD_READ_SHARE,
     LATE_COMMIT_MARGIN_MS,
+    HEAD_RUN_AT_MS,
     ClaimCursors,
+    ExpiryFloor,
     Start,
     statement_params,
 )
@@ -50,10 +54,12 @@ def row(task_id: str, *, queue: str = "q", priority: int = 0, run_at_ms: int, cl
     )
 
 
-def draw(cursors: ClaimCursors, rows: list[Any], queues: tuple[str, ...] = ("q",), names: Any = None) -> list[Start]:
+def draw(
+    cursors: ClaimCursors, rows: list[Any], queues: tuple[str, ...] = ("q",), names: Any = None, took_s: float = 0.001
+) -> list[Start]:
     """One draw as the store makes it: ask where to start, then report the rows leased."""
     starts = cursors.starts(list(queues), names)
-    cursors.advance(names, starts, rows, LEASE_MS)
+    cursors.advance(names, starts, rows, LEASE_MS, took_s)
     return starts
 
 
@@ -90,6 +96,19 @@ def test_every_draw_reads_from_the_head_once_a_second_and_an_empty_draw_keeps_th
     assert cursors.starts(["q"], None) == [Start("q", 0, 1_000, "task_a")]
 
 
+def test_reads_from_the_head_are_spaced_out_when_they_cost_more_than_a_share_of_the_time() -> None:
+    clock = Clock()
+    cursors = ClaimCursors(clock)
+    draw(cursors, [row("task_a", run_at_ms=1_000, claimed_ms=60_000)], took_s=0.2)  # a head read of 200 ms
+    clock.now += HEAD_READ_INTERVAL_S
+    assert cursors.starts(["q"], None) == [Start("q", 0, 1_000, "task_a")]
+    clock.now += 0.2 / HEAD_READ_SHARE - HEAD_READ_INTERVAL_S
+    assert cursors.starts(["q"], None) == [Start.head("q")]
+    draw(cursors, [], took_s=0.001)  # a cheap one: back to once a second
+    clock.now += HEAD_READ_INTERVAL_S
+    assert cursors.starts(["q"], None) == [Start.head("q")]
+
+
 def test_each_queue_and_name_filter_has_its_own_cursor() -> None:
     cursors = ClaimCursors(Clock())
     draw(
@@ -121,6 +140,18 @@ def test_a_probe_starts_where_the_draws_of_all_its_names_start() -> None:
     # Cursors at different priorities share no range to skip: from the head.
     draw(cursors, [row("task_d", priority=3, run_at_ms=500, claimed_ms=60_000)], names=["batch"])
     assert cursors.probe_starts(["q"], ["a", "b", "batch"]) == [Start.head("q")]
+
+
+def test_a_probe_looks_for_expired_leases_since_the_last_probe_that_found_none() -> None:
+    floor = ExpiryFloor()
+    assert floor.since(full=False) == HEAD_RUN_AT_MS  # nothing known yet: every lease
+    floor.probed(50_000, expired=False)
+    assert floor.since(full=False) == 50_000 - LATE_COMMIT_MARGIN_MS
+    assert floor.since(full=True) == HEAD_RUN_AT_MS  # once per lease period: every lease
+    floor.probed(60_000, expired=True)  # recovery comes next; the range is read again
+    assert floor.since(full=False) == 50_000 - LATE_COMMIT_MARGIN_MS
+    floor.probed(61_000, expired=False)
+    assert floor.since(full=False) == 61_000 - LATE_COMMIT_MARGIN_MS
 
 
 # ---- on PostgreSQL ----------------------------------------------------------------
@@ -208,6 +239,51 @@ def test_a_submit_that_commits_after_later_rows_were_claimed_waits_at_most_for_t
     # ... until this process's next read from the head.
     clock.now += HEAD_READ_INTERVAL_S
     assert [t.id for t in pg_store.claim(["default"], "w1", lease_ms=LEASE_MS)] == late
+
+
+def test_a_lease_that_expires_after_a_probe_found_none_is_found_by_the_next(pg_store: Any) -> None:
+    [task_id] = submit_many(pg_store, 1)
+    assert pg_store.probe_claim(["default"], None, leaseless=False).expired is False
+    assert [t.id for t in pg_store.claim(["default"], "w_dead", lease_ms=50)] == [task_id]
+    time.sleep(0.2)  # the worker died: its lease runs out
+    probe = pg_store.probe_claim(["default"], None, leaseless=False)
+    assert probe.expired and pg_store.expiry_floor.since(full=False) > HEAD_RUN_AT_MS
+    assert pg_store.recover_leases() == 1
+    assert pg_store.probe_claim(["default"], None, leaseless=False).expired is False
+
+
+def test_under_a_pinned_snapshot_a_probe_does_not_walk_settled_leases(pg_store: Any) -> None:
+    # Each settled task's running version keeps its lease entry; under a
+    # pinned snapshot those whose leases have run out would be read by every
+    # probe that looks for expired leases from the start.
+    pin = psycopg.connect(database_url().replace("postgres://", "postgresql://", 1))
+    try:
+        pin.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+        pin.execute("SELECT 1")
+        submit_many(pg_store, 3_000)
+        while rows := pg_store.claim(["default"], "w1", limit=500, lease_ms=1):
+            pg_store.complete_many("w1", [(t.id, None) for t in rows])
+        time.sleep(0.05)
+        assert pg_store.probe_claim(["default"], None, leaseless=False).expired is False  # reads them all, once
+        since = pg_store.expiry_floor.since(full=False)
+        floored, full = probe_buffers(since), probe_buffers(HEAD_RUN_AT_MS)
+        assert floored * 10 < full, (floored, full)
+    finally:
+        pin.close()
+
+
+def probe_buffers(expired_since_ms: int) -> int:
+    """Shared buffers the probe's expired-lease half reads from ``expired_since_ms`` on."""
+    params = {
+        "queues": ["default"], "names": None, "leaseless": False, "expired_since_ms": expired_since_ms,
+        **statement_params([Start.head("default")]),
+    }
+    with connection.cursor() as cursor:
+        cursor.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + load("postgres", "claimable_probe"), params)
+        plan = cursor.fetchone()[0]
+    root = plan[0]["Plan"] if isinstance(plan, list) else plan
+    [expired] = [node for node in root["Plans"] if "lease_idx" in json.dumps(node)]
+    return int(expired["Shared Hit Blocks"]) + int(expired["Shared Read Blocks"])
 
 
 def test_a_claim_inside_the_callers_transaction_reads_from_the_head_and_leaves_no_cursor(pg_store: Any) -> None:

@@ -35,11 +35,15 @@ HEAD_PRIORITY = 0
 HEAD_RUN_AT_MS = -(2**63)
 HEAD_ID = ""
 
-# Each draw of a queue reads from its head at least this often, so a row a
-# cursor stepped past (its submit committed long after its run_at_ms, or it
-# was skipped while another claimer that then rolled back held it) waits at
-# most about this long.
+# Each draw of a queue reads from its head this often, so a row a cursor
+# stepped past (its submit committed long after its run_at_ms, or it was
+# skipped while another claimer that then rolled back held it) waits at
+# most about this long ...
 HEAD_READ_INTERVAL_S = 1.0
+# ... unless a read from the head costs more than this share of the time
+# between two of them (the walk a held snapshot makes): then they are
+# spaced out to that share.
+HEAD_READ_SHARE = 0.05
 
 # A submit's run_at_ms is its transaction's start (PostgreSQL's now()), so a
 # row can become visible after rows with later run_at_ms were claimed. Rows
@@ -77,8 +81,9 @@ class _Position:
     run_at_ms: int
     id: str
     claimed_ms: int
-    # When (monotonic) a draw of this key last read from the head.
+    # When (monotonic) a draw of this key last read from the head, and how long it took.
     head_read_at: float
+    head_read_s: float = 0.0
 
 
 class ClaimCursors:
@@ -125,8 +130,10 @@ class ClaimCursors:
                 starts.append(Start.head(queue))
         return starts
 
-    def advance(self, names: Sequence[str] | None, starts: Sequence[Start], rows: Sequence[Task], lease_ms: int) -> None:
-        """Move each queue's cursor to the last of ``rows`` (leased by a draw that began at ``starts``)."""
+    def advance(
+        self, names: Sequence[str] | None, starts: Sequence[Start], rows: Sequence[Task], lease_ms: int, took_s: float
+    ) -> None:
+        """Move each queue's cursor to the last of ``rows``, leased in ``took_s`` by a draw that began at ``starts``."""
         wanted = None if names is None else frozenset(names)
         now = self._clock()
         last: dict[str, Task] = {}
@@ -140,16 +147,16 @@ class ClaimCursors:
                 position = self._positions.get(key)
                 newest = last.get(start.queue)
                 if newest is not None:
-                    head_read_at = now if start.from_head or position is None else position.head_read_at
-                    self._positions[key] = _Position(
+                    self._positions[key] = position = _Position(
                         priority=newest.priority,
                         run_at_ms=newest.run_at_ms,
                         id=newest.id,
                         claimed_ms=int(newest.lease_until_ms or 0) - lease_ms,
-                        head_read_at=head_read_at,
+                        head_read_at=now if position is None else position.head_read_at,
+                        head_read_s=0.0 if position is None else position.head_read_s,
                     )
-                elif start.from_head and position is not None:
-                    position.head_read_at = now
+                if start.from_head and position is not None:
+                    position.head_read_at, position.head_read_s = now, took_s
 
     def forget(self) -> None:
         """Drop every position: the next draws read from the head (tests, a reset table)."""
@@ -158,7 +165,7 @@ class ClaimCursors:
 
 
 def _start(queue: str, position: _Position | None, now: float) -> Start:
-    if position is None or now - position.head_read_at >= HEAD_READ_INTERVAL_S:
+    if position is None or now - position.head_read_at >= max(HEAD_READ_INTERVAL_S, position.head_read_s / HEAD_READ_SHARE):
         return Start.head(queue)
     # In a backlog the last row is due long before the clock and is the
     # floor itself (rows submitted in one transaction share a run_at_ms, so
@@ -168,6 +175,41 @@ def _start(queue: str, position: _Position | None, now: float) -> Start:
     if late < position.run_at_ms:
         return Start(queue, position.priority, late, HEAD_ID)
     return Start(queue, position.priority, position.run_at_ms, position.id)
+
+
+class ExpiryFloor:
+    """From which ``lease_until_ms`` a probe looks for expired leases.
+
+    A settled task's running version keeps its entry in
+    ``cairnq_tasks_lease_idx`` until vacuum, and under a held snapshot a
+    probe would step over all of those whose leases have run out since.
+    A lease that expired before the last probe that found none was either
+    recovered or not yet committed; so the next probe looks from that
+    probe's clock reading less the margin, and a full probe (the one that
+    also looks for leaseless rows, once per lease period) from the start.
+    """
+
+    def __init__(self) -> None:
+        self._clear_until_ms: int | None = None
+        self._lock = threading.Lock()
+
+    def since(self, *, full: bool) -> int:
+        """The lowest ``lease_until_ms`` the next probe reads."""
+        with self._lock:
+            clear = self._clear_until_ms
+        if full or clear is None:
+            return HEAD_RUN_AT_MS
+        return clear - LATE_COMMIT_MARGIN_MS
+
+    def probed(self, now_ms: int, *, expired: bool) -> None:
+        """Record a probe's clock reading and whether it found expired leases.
+
+        One that found some leaves the floor where it is: recovery comes
+        next, and the probe after it reads the same range again.
+        """
+        if not expired:
+            with self._lock:
+                self._clear_until_ms = now_ms
 
 
 def statement_params(starts: Sequence[Start]) -> dict[str, Any]:

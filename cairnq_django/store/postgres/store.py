@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import time
 from collections.abc import Iterable, Iterator, Sequence
 from functools import lru_cache
 from typing import Any
@@ -38,7 +39,7 @@ from ...protocol.limits import FleetLimits
 from ...protocol.ids import task_ids as new_task_ids
 from ..sql_store import SQLStore, collector_paused
 from . import transaction_timeouts
-from .claim_cursor import ClaimCursors, Start, statement_params
+from .claim_cursor import HEAD_RUN_AT_MS, ClaimCursors, ExpiryFloor, Start, statement_params
 from .copy_text import text
 from ..sql_files import statement
 
@@ -66,6 +67,12 @@ _PLANNED_PER_CALL = frozenset(
         "claim_one_queue_one_name", "claim_one_name",
     }
 )
+
+# Prepared only on a worker's claim connection (reuse_claim_plans.sql, which
+# keeps them off sequential scans). Elsewhere PostgreSQL may settle on a
+# generic plan after five runs, and one settled on while the table was small
+# scans the whole table on every claim from then on.
+_CLAIMS = frozenset({"claim", "claim_one_queue"})
 
 # insert_tasks.sql reads these from each row object as JSON scalars.
 _SCALAR_COLUMNS = (
@@ -136,8 +143,10 @@ class PostgresStore(SQLStore):
 
     def __init__(self, alias: str) -> None:
         super().__init__(alias)
-        # Where this process's next claim of each queue starts (claim_cursor.py).
+        # Where this process's next claim of each queue starts, and from which
+        # lease_until_ms its probes look for expired leases (claim_cursor.py).
         self.claim_cursors = ClaimCursors()
+        self.expiry_floor = ExpiryFloor()
 
     def _cursor(self, statement: str = "") -> Any:
         connection = connections[self.alias]
@@ -161,6 +170,8 @@ class PostgresStore(SQLStore):
         connection.close_if_health_check_failed()
         connection.ensure_connection()
         raw = connection.connection
+        if statement in _CLAIMS and not getattr(raw, "_cairnq_reuses_plans", False):
+            return connection.cursor()
         if raw.prepare_threshold is None:
             # psycopg prepares nothing while the threshold is None (Django's
             # default). A threshold no query reaches lets our explicit
@@ -198,10 +209,16 @@ class PostgresStore(SQLStore):
         # On the driver's connection object, so a reconnect starts unset.
         raw._cairnq_reuses_plans = True
 
-    def _claim_starts(self, queues: Sequence[str], names: Sequence[str] | None) -> dict[str, Any]:
+    def _probe_starts(self, queues: Sequence[str], names: Sequence[str] | None, *, full: bool) -> dict[str, Any]:
         if self._in_transaction():  # the caller's: see claim.claim_session
-            return statement_params([Start.head(queue) for queue in queues])
-        return statement_params(self.claim_cursors.probe_starts(queues, names))
+            starts, since = [Start.head(queue) for queue in queues], HEAD_RUN_AT_MS
+        else:
+            starts, since = self.claim_cursors.probe_starts(queues, names), self.expiry_floor.since(full=full)
+        return {**statement_params(starts), "expired_since_ms": since}
+
+    def _probed(self, row: dict[str, Any], params: dict[str, Any]) -> None:
+        if not self._in_transaction():
+            self.expiry_floor.probed(int(row["now_ms"]), expired=bool(row["expired"]))
 
     def _draw(
         self,
@@ -216,8 +233,9 @@ class PostgresStore(SQLStore):
         if from_head:
             return self._tasks(statement, {**params, **statement_params([Start.head(queue) for queue in queues])})
         starts = self.claim_cursors.starts(queues, names)
+        began = time.perf_counter()
         rows = self._tasks(statement, {**params, **statement_params(starts)})
-        self.claim_cursors.advance(names, starts, rows, lease_ms)
+        self.claim_cursors.advance(names, starts, rows, lease_ms, time.perf_counter() - began)
         return rows
 
     def _limited_rows(self, params: dict[str, Any], fleet: FleetLimits) -> list[dict[str, Any]]:
