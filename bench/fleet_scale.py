@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/fleet_scale.py processes [--quick]   # drain rate at 1-16 worker processes; heartbeats
     .venv/bin/python bench/fleet_scale.py pooler [--quick]      # K workers + M clients through PgBouncer
-    .venv/bin/python bench/fleet_scale.py xmin [--quick]        # a held REPEATABLE READ snapshot while tasks flow
+    .venv/bin/python bench/fleet_scale.py xmin [--quick] [--flow-s S]  # a held REPEATABLE READ snapshot while tasks flow
 
 Each command drops and recreates its own database (``bench_scale`` unless
 ``--db``), runs ``manage.py cairnq_worker`` of the bench project
@@ -109,7 +109,7 @@ class Bench:
         return {status: int(n) for status, n in rows}
 
     def wait_drained(
-        self, conn: Any, fleet: _fleet.Fleet, timeout: float, clients: _fleet.Clients | None = None
+        self, conn: Any, fleet: _fleet.Fleet, timeout: float, clients: _fleet.Clients | _Feeding | None = None
     ) -> float:
         deadline = time.monotonic() + timeout
         while self.live(conn) or (clients is not None and not clients.done()):
@@ -327,7 +327,7 @@ class Bench:
         quick = self.args.quick
         t = self.args.n or (20_000 if quick else 200_000)
         procs, conc = 2, 8
-        self.result.update(tasks=t, workers=procs, concurrency_each=conc)
+        self.result.update(tasks=t, workers=procs, concurrency_each=conc, flow_s=self.args.flow_s)
         for held in (False, True):
             mode = "held" if held else "baseline"
             with _fleet.connect(self.dsn) as conn:
@@ -350,7 +350,8 @@ class Bench:
                     feeder = threading.Thread(target=self.feed, args=(t,), daemon=True)
                     feeder.start()
                     time.sleep(0.5)
-                    t1 = self.wait_drained(conn, fleet, timeout=max(300.0, t / 10))
+                    fed = _Feeding(feeder)
+                    t1 = self.wait_drained(conn, fleet, timeout=max(300.0, t / 10) + self.args.flow_s, clients=fed)
                     feeder.join()
                     answers = probe.results()
                     time.sleep(1.2)
@@ -395,9 +396,28 @@ class Bench:
         self.write()
 
     def feed(self, t: int) -> None:
-        """Insert the run's tasks, 1,000 per transaction, as fast as the server takes them."""
+        """Insert the run's tasks, 1,000 per transaction, as fast as the server takes them;
+        with ``--flow-s``, 100 per transaction, evenly over that many seconds."""
         with _fleet.connect(self.dsn) as conn:
-            self.preload(conn, t, "bench.noop", one_txn=False)
+            flow_s = self.args.flow_s
+            if not flow_s:
+                self.preload(conn, t, "bench.noop", one_txn=False)
+                return
+            start, batches = time.monotonic(), (t + 99) // 100
+            for i in range(batches):
+                time.sleep(max(0.0, start + i * flow_s / batches - time.monotonic()))
+                with conn.transaction():
+                    self.preload(conn, min(100, t - i * 100), "bench.noop", one_txn=False)
+
+
+class _Feeding:
+    """``wait_drained``'s clients for a feeder thread: done once it has inserted everything."""
+
+    def __init__(self, feeder: threading.Thread) -> None:
+        self.feeder = feeder
+
+    def done(self) -> bool:
+        return not self.feeder.is_alive()
 
 
 def _pgbouncer_config(pooler: str) -> dict[str, str]:
@@ -442,6 +462,9 @@ def main() -> None:
     )
     parser.add_argument(
         "--lease-ms", type=int, default=3000, help="lease of the processes fleet: a heartbeat every third of it"
+    )
+    parser.add_argument(
+        "--flow-s", type=float, default=0.0, help="xmin: spread the tasks evenly over this many seconds (0: a backlog)"
     )
     args = parser.parse_args()
     bench = Bench(args)
