@@ -113,7 +113,10 @@ def test_each_queue_and_name_filter_has_its_own_cursor() -> None:
     cursors = ClaimCursors(Clock())
     draw(
         cursors,
-        [row("task_a", queue="q", run_at_ms=1_000, claimed_ms=60_000), row("task_b", queue="r", run_at_ms=2_000, claimed_ms=60_000)],
+        [
+            row("task_a", queue="q", run_at_ms=1_000, claimed_ms=60_000),
+            row("task_b", queue="r", run_at_ms=2_000, claimed_ms=60_000),
+        ],
         queues=("q", "r", "s"),
         names=["x", "y"],
     )

@@ -158,14 +158,10 @@ class ClaimCursors:
                 if start.from_head and position is not None:
                     position.head_read_at, position.head_read_s = now, took_s
 
-    def forget(self) -> None:
-        """Drop every position: the next draws read from the head (tests, a reset table)."""
-        with self._lock:
-            self._positions.clear()
-
-
 def _start(queue: str, position: _Position | None, now: float) -> Start:
-    if position is None or now - position.head_read_at >= max(HEAD_READ_INTERVAL_S, position.head_read_s / HEAD_READ_SHARE):
+    if position is None:
+        return Start.head(queue)
+    if now - position.head_read_at >= max(HEAD_READ_INTERVAL_S, position.head_read_s / HEAD_READ_SHARE):
         return Start.head(queue)
     # In a backlog the last row is due long before the clock and is the
     # floor itself (rows submitted in one transaction share a run_at_ms, so
