@@ -176,7 +176,10 @@ class ClaimCursors:
                         head_read_s=0.0 if position is None else position.head_read_s,
                     )
                     if position is None or _floor(position) < _floor(cleared):
-                        self._positions[key] = cleared
+                        self._positions[key] = position = cleared
+                    if start.from_head:
+                        # A read from the head that found nothing serves the draws as theirs would.
+                        position.head_read_at = now
 
     def advance(
         self,

@@ -43,13 +43,18 @@ SELECT
         ) AS due
     ) AS due,
     EXISTS (
-        SELECT 1 FROM cairnq_tasks
-        WHERE status = 'running'
-          AND lease_until_ms IS NOT NULL
-          -- Since the last probe that found none (claim_cursor.ExpiryFloor): the older entries are
-          -- settled tasks' old versions, which a held snapshot keeps in cairnq_tasks_lease_idx.
-          AND lease_until_ms >= %(expired_since_ms)s
-          AND lease_until_ms <= (SELECT now_ms FROM clock)
+        SELECT 1 FROM (
+            SELECT 1 FROM cairnq_tasks
+            WHERE status = 'running'
+              AND lease_until_ms IS NOT NULL
+              -- Since the last probe that found none (claim_cursor.ExpiryFloor): the older entries are
+              -- settled tasks' old versions, which a held snapshot keeps in cairnq_tasks_lease_idx.
+              AND lease_until_ms >= %(expired_since_ms)s
+              AND lease_until_ms <= (SELECT now_ms FROM clock)
+            -- The ORDER BY makes the planner walk cairnq_tasks_lease_idx, whatever the statistics.
+            ORDER BY lease_until_ms
+            LIMIT 1
+        ) AS expired_lease
     -- Running rows without a lease (a foreign writer), read by cairnq_tasks_status_completed_idx.
     ) OR (%(leaseless)s::boolean AND EXISTS (
         SELECT 1 FROM (
