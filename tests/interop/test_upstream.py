@@ -328,7 +328,9 @@ def test_upstream_submitted_limited_tasks_are_claimed_under_the_empty_key(upstre
         assert sorted(row.id for row in first) == sorted([foreign[0], ours])
         assert draw("worker_django_second") == []
         store.complete(foreign[0], DJANGO_WORKER, None)
-        assert [row.id for row in draw("worker_django_second")] == [foreign[1]]
+        # One of the other two: upstream ids made in one millisecond are in no set order.
+        [next_one] = draw("worker_django_second")
+        assert next_one.id in foreign[1:]
     finally:
         unregister("interop.keyed")
 
