@@ -222,7 +222,8 @@ def test_the_probe_and_next_due_do_not_read_a_paused_backlog(store: Any, dialect
     cq.pause_queue("paused")
     if dialect == "postgres":
         _fill(store, dialect, "big", 20_000)
-        probe = {"queues": ["paused"], "names": None, "leaseless": False}
+        # An ordinary probe: expired leases looked for since the last one (claim_cursor.ExpiryFloor).
+        probe = {"queues": ["paused"], "names": None, "leaseless": False, "expired_since_ms": store.now_ms() - 1000}
         # The probe's other half, expired leases, reads the lease index whatever is paused.
         assert [line for line in _pg_scans_tasks("claimable_probe", probe) if "lease_idx" not in line] == []
         due = {"queues": ["paused"], "names": ["job.a"], "max_steps": 64}

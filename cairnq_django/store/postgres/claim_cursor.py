@@ -87,34 +87,12 @@ class _Position:
 
 
 class ClaimCursors:
-    """Per (queue, names), where the next draw starts; shared by the threads of one process.
+    """Per (queue, names), where the next draw starts; shared by the threads of one process."""
 
-    A draw that leases nothing moves its cursor too: nothing of its key was
-    due and visible up to the moment it ran, so the next starts from then,
-    less the margin. Otherwise, in a steady flow where other workers win
-    most rows, a cursor would stay at the last row this process won and
-    each draw would walk every row claimed since. The moment is read on this
-    host's clock and moved to the database's by the offset the last claimed
-    row or probe showed (an offset read after the answer came back, so
-    never ahead of the database).
-    """
-
-    def __init__(self, clock: Callable[[], float] = time.monotonic, wall_ms: Callable[[], float] = time.time) -> None:
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
-        self._wall_ms = lambda: int(wall_ms() * 1000)
         self._positions: dict[Key, _Position] = {}
-        # The database's clock less this host's, as last seen; None until seen.
-        self._offset_ms: int | None = None
         self._lock = threading.Lock()
-
-    def wall_ms(self) -> int:
-        """This host's clock in ms: read it just before sending a draw, for ``advance``."""
-        return self._wall_ms()
-
-    def clock_seen(self, database_ms: int) -> None:
-        """Record a reading of the database's clock that has just come back."""
-        with self._lock:
-            self._offset_ms = database_ms - self._wall_ms()
 
     def starts(self, queues: Sequence[str], names: Sequence[str] | None) -> list[Start]:
         """Where a draw (or a probe) of ``queues`` for ``names`` starts, one ``Start`` per queue."""
@@ -152,51 +130,10 @@ class ClaimCursors:
                 starts.append(Start.head(queue))
         return starts
 
-    def nothing_due(self, starts: Sequence[Start], names: Sequence[str] | None, database_ms: int) -> None:
-        """Move the cursors a probe from ``starts`` for ``names`` covered: it found nothing due at ``database_ms``.
-
-        The probe started no later than any draw of its names (``probe_starts``),
-        so no draw of them has anything to find before that moment.
-        """
-        wanted = None if names is None else frozenset(names)
-        now = self._clock()
-        with self._lock:
-            for start in starts:
-                keys = [key for key in self._positions if key[0] == start.queue and _within(key[1], wanted)]
-                if start.from_head and (start.queue, wanted) not in self._positions:
-                    keys.append((start.queue, wanted))
-                for key in keys:
-                    position = self._positions.get(key)
-                    cleared = _Position(
-                        priority=HEAD_PRIORITY if position is None else position.priority,
-                        run_at_ms=database_ms,
-                        id=HEAD_ID,
-                        claimed_ms=database_ms,
-                        head_read_at=now if position is None else position.head_read_at,
-                        head_read_s=0.0 if position is None else position.head_read_s,
-                    )
-                    if position is None or _floor(position) < _floor(cleared):
-                        self._positions[key] = position = cleared
-                    if start.from_head:
-                        # A read from the head that found nothing serves the draws as theirs would.
-                        position.head_read_at = now
-
     def advance(
-        self,
-        names: Sequence[str] | None,
-        starts: Sequence[Start],
-        rows: Sequence[Task],
-        lease_ms: int,
-        *,
-        limit: int,
-        sent_ms: int,
-        took_s: float,
+        self, names: Sequence[str] | None, starts: Sequence[Start], rows: Sequence[Task], lease_ms: int, took_s: float
     ) -> None:
-        """Move each queue's cursor after a draw that began at ``starts``.
-
-        ``rows``: what it leased, of at most ``limit``; ``sent_ms``:
-        ``wall_ms()`` just before it was sent; ``took_s``: how long it took.
-        """
+        """Move each queue's cursor to the last of ``rows``, leased in ``took_s`` by a draw that began at ``starts``."""
         wanted = None if names is None else frozenset(names)
         now = self._clock()
         last: dict[str, Task] = {}
@@ -204,19 +141,13 @@ class ClaimCursors:
             seen = last.get(row.queue)
             if seen is None or _claim_order(row) > _claim_order(seen):
                 last[row.queue] = row
-        if rows:
-            newest_claim = max(int(row.lease_until_ms or 0) for row in rows) - lease_ms
-            self.clock_seen(newest_claim)
         with self._lock:
-            # A full draw of several queues may have left due rows in a queue
-            # it leased nothing from: only a draw short of its limit saw them all.
-            drawn_at_ms = None if self._offset_ms is None or len(rows) >= limit else sent_ms + self._offset_ms
             for start in starts:
                 key = (start.queue, wanted)
                 position = self._positions.get(key)
                 newest = last.get(start.queue)
                 if newest is not None:
-                    position = _Position(
+                    self._positions[key] = position = _Position(
                         priority=newest.priority,
                         run_at_ms=newest.run_at_ms,
                         id=newest.id,
@@ -224,49 +155,22 @@ class ClaimCursors:
                         head_read_at=now if position is None else position.head_read_at,
                         head_read_s=0.0 if position is None else position.head_read_s,
                     )
-                elif drawn_at_ms is not None and (position is not None or start.from_head):
-                    # Nothing of this key was due and visible when the draw ran.
-                    cleared = _Position(
-                        priority=start.priority if position is None else position.priority,
-                        run_at_ms=drawn_at_ms,
-                        id=HEAD_ID,
-                        claimed_ms=drawn_at_ms,
-                        head_read_at=now if position is None else position.head_read_at,
-                        head_read_s=0.0 if position is None else position.head_read_s,
-                    )
-                    if position is None or _floor(position) < _floor(cleared):
-                        position = cleared
-                if position is None:
-                    continue
-                if start.from_head:
+                if start.from_head and position is not None:
                     position.head_read_at, position.head_read_s = now, took_s
-                self._positions[key] = position
-
-
-def _within(drawn: frozenset[str] | None, probed: frozenset[str] | None) -> bool:
-    """Whether a draw of names ``drawn`` looks only at rows a probe of ``probed`` looked at."""
-    return probed is None or (drawn is not None and drawn <= probed)
-
 
 def _start(queue: str, position: _Position | None, now: float) -> Start:
     if position is None:
         return Start.head(queue)
     if now - position.head_read_at >= max(HEAD_READ_INTERVAL_S, position.head_read_s / HEAD_READ_SHARE):
         return Start.head(queue)
-    run_at_ms, task_id = _floor(position)
-    return Start(queue, position.priority, run_at_ms, task_id)
-
-
-def _floor(position: _Position) -> tuple[int, str]:
-    """The (run_at_ms, id) a draw from ``position`` starts its priority at."""
     # In a backlog the last row is due long before the clock and is the
     # floor itself (rows submitted in one transaction share a run_at_ms, so
     # the id counts); in a steady flow it is moments old, and the margin
     # covers submits still committing.
     late = position.claimed_ms - LATE_COMMIT_MARGIN_MS
     if late < position.run_at_ms:
-        return (late, HEAD_ID)
-    return (position.run_at_ms, position.id)
+        return Start(queue, position.priority, late, HEAD_ID)
+    return Start(queue, position.priority, position.run_at_ms, position.id)
 
 
 class ExpiryFloor:

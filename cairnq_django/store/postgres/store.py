@@ -218,17 +218,7 @@ class PostgresStore(SQLStore):
 
     def _probed(self, row: dict[str, Any], params: dict[str, Any]) -> None:
         if not self._in_transaction():
-            now_ms = int(row["now_ms"])
-            self.expiry_floor.probed(now_ms, expired=bool(row["expired"]))
-            self.claim_cursors.clock_seen(now_ms)
-            if not row["due"]:
-                starts = [
-                    Start(queue, priority, run_at_ms, task_id)
-                    for queue, priority, run_at_ms, task_id in zip(
-                        params["queues"], params["from_priorities"], params["from_run_ats"], params["from_ids"]
-                    )
-                ]
-                self.claim_cursors.nothing_due(starts, params["names"], now_ms)
+            self.expiry_floor.probed(int(row["now_ms"]), expired=bool(row["expired"]))
 
     def _draw(
         self,
@@ -242,12 +232,10 @@ class PostgresStore(SQLStore):
     ) -> list[Task]:
         if from_head:
             return self._tasks(statement, {**params, **statement_params([Start.head(queue) for queue in queues])})
-        cursors = self.claim_cursors
-        starts = cursors.starts(queues, names)
-        sent_ms, began = cursors.wall_ms(), time.perf_counter()
+        starts = self.claim_cursors.starts(queues, names)
+        began = time.perf_counter()
         rows = self._tasks(statement, {**params, **statement_params(starts)})
-        took_s = time.perf_counter() - began
-        cursors.advance(names, starts, rows, lease_ms, limit=params["limit"], sent_ms=sent_ms, took_s=took_s)
+        self.claim_cursors.advance(names, starts, rows, lease_ms, time.perf_counter() - began)
         return rows
 
     def _limited_rows(self, params: dict[str, Any], fleet: FleetLimits) -> list[dict[str, Any]]:
