@@ -94,19 +94,15 @@ def probe_claim(
 
     ``leaseless`` also counts a running row with no lease (a foreign
     writer's) as expired. Finding none reads every running row, so a
-    worker asks it once per lease period rather than on every probe; the
-    same probe looks for every expired lease, where the others on
-    PostgreSQL look only at leases that expired since the last probe that
-    found none (claim_cursor.ExpiryFloor).
+    worker asks it once per lease period rather than on every probe.
     """
     params = {
         "queues": store._list(list(dict.fromkeys(queues))),
         "names": None if names is None else store._list(list(dict.fromkeys(names))),
         "leaseless": store._bool(leaseless),
-        **store._probe_starts(queues, names, full=leaseless),
+        **store._claim_starts(queues, names),
     }
     row = store._rows("claimable_probe", params)[0]
-    store._probed(row, params)
     return ClaimProbe(due=bool(row["due"]), expired=bool(row["expired"]))
 
 

@@ -124,12 +124,9 @@ class SQLStore(Store):
     def _reuse_claim_plans(self) -> None:
         """Let this connection keep one plan per claim statement (PostgreSQL only)."""
 
-    def _probe_starts(self, queues: Sequence[str], names: Sequence[str] | None, *, full: bool) -> dict[str, Any]:
-        """Extra parameters of the probe: where its reads start (PostgreSQL only); ``full``: expiries from the start."""
+    def _claim_starts(self, queues: Sequence[str], names: Sequence[str] | None) -> dict[str, Any]:
+        """Extra parameters of the probe: where each queue's read starts (PostgreSQL only)."""
         return {}
-
-    def _probed(self, row: dict[str, Any], params: dict[str, Any]) -> None:
-        """Told what a probe run with ``params`` answered (PostgreSQL keeps its expiry floor)."""
 
     def _draw(
         self,

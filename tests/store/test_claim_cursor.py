@@ -26,9 +26,7 @@ from cairnq_django.store.postgres.claim_cursor import (
     HEAD_READ_INTERVAL_S,
     HEAD_READ_SHARE,
     LATE_COMMIT_MARGIN_MS,
-    HEAD_RUN_AT_MS,
     ClaimCursors,
-    ExpiryFloor,
     Start,
     statement_params,
 )
@@ -144,18 +142,6 @@ def test_a_probe_starts_where_the_draws_of_all_its_names_start() -> None:
     assert cursors.probe_starts(["q"], ["a", "b", "batch"]) == [Start.head("q")]
 
 
-def test_a_probe_looks_for_expired_leases_since_the_last_probe_that_found_none() -> None:
-    floor = ExpiryFloor()
-    assert floor.since(full=False) == HEAD_RUN_AT_MS  # nothing known yet: every lease
-    floor.probed(50_000, expired=False)
-    assert floor.since(full=False) == 50_000 - LATE_COMMIT_MARGIN_MS
-    assert floor.since(full=True) == HEAD_RUN_AT_MS  # once per lease period: every lease
-    floor.probed(60_000, expired=True)  # recovery comes next; the range is read again
-    assert floor.since(full=False) == 50_000 - LATE_COMMIT_MARGIN_MS
-    floor.probed(61_000, expired=False)
-    assert floor.since(full=False) == 61_000 - LATE_COMMIT_MARGIN_MS
-
-
 # ---- on PostgreSQL ----------------------------------------------------------------
 @pytest.fixture
 def pg_store(store: Any, dialect: str) -> Any:
@@ -253,52 +239,6 @@ def test_a_submit_that_commits_after_later_rows_were_claimed_waits_at_most_for_t
     # ... until this process's next read from the head.
     clock.now += HEAD_READ_INTERVAL_S
     assert [t.id for t in pg_store.claim(["default"], "w1", lease_ms=LEASE_MS)] == late
-
-
-def test_a_lease_that_expires_after_a_probe_found_none_is_found_by_the_next(pg_store: Any) -> None:
-    [task_id] = submit_many(pg_store, 1)
-    assert pg_store.probe_claim(["default"], None, leaseless=False).expired is False
-    assert [t.id for t in pg_store.claim(["default"], "w_dead", lease_ms=50)] == [task_id]
-    time.sleep(0.2)  # the worker died: its lease runs out
-    probe = pg_store.probe_claim(["default"], None, leaseless=False)
-    assert probe.expired and pg_store.expiry_floor.since(full=False) > HEAD_RUN_AT_MS
-    assert pg_store.recover_leases() == 1
-    assert pg_store.probe_claim(["default"], None, leaseless=False).expired is False
-
-
-def test_under_a_pinned_snapshot_a_probe_does_not_walk_settled_leases(pg_store: Any) -> None:
-    # Each settled task's running version keeps its lease entry; under a
-    # pinned snapshot those whose leases have run out would be read by every
-    # probe that looks for expired leases from the start.
-    pin = pinned_snapshot()
-    try:
-        submit_many(pg_store, 3_000)
-        while rows := pg_store.claim(["default"], "w1", limit=500, lease_ms=1):
-            pg_store.complete_many("w1", [(t.id, None) for t in rows])
-        time.sleep(0.05)
-        assert pg_store.probe_claim(["default"], None, leaseless=False).expired is False  # reads them all, once
-        since = pg_store.expiry_floor.since(full=False)
-        floored, full = probe_buffers(pg_store, since), probe_buffers(pg_store, HEAD_RUN_AT_MS)
-        assert floored * 5 < full, (floored, full)
-    finally:
-        pin.close()
-
-
-def probe_buffers(store: Any, expired_since_ms: int) -> int:
-    """Shared buffers a probe of queue "default" reads with its expired half from ``expired_since_ms``.
-
-    Its due half starts at the cursor, so what differs is the expired half
-    (the planner reads it by either index when it reads from the start).
-    """
-    params = {
-        "queues": ["default"], "names": None, "leaseless": False, "expired_since_ms": expired_since_ms,
-        **statement_params(store.claim_cursors.probe_starts(["default"], None)),
-    }
-    with connection.cursor() as cursor:
-        cursor.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + load("postgres", "claimable_probe"), params)
-        plan = cursor.fetchone()[0]
-    root = plan[0]["Plan"] if isinstance(plan, list) else plan
-    return int(root["Shared Hit Blocks"]) + int(root["Shared Read Blocks"])
 
 
 def test_a_claim_inside_the_callers_transaction_reads_from_the_head_and_leaves_no_cursor(pg_store: Any) -> None:

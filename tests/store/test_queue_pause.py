@@ -22,7 +22,7 @@ from django.db import connection
 import cairnq_django as cq
 from cairnq_django.store import SubmitSpec
 from cairnq_django.store.base import ClaimRequest
-from cairnq_django.store.postgres.claim_cursor import HEAD_RUN_AT_MS, Start, statement_params
+from cairnq_django.store.postgres.claim_cursor import Start, statement_params
 
 WORKER = "worker_pause_tests"
 
@@ -176,8 +176,7 @@ def _pg_scans_tasks(statement: str, params: dict[str, Any]) -> list[str]:
 
     queues = [params["queue"]] if "queue" in params else params["queues"]
     # Read from the head, as a process's first claim does (store/postgres/claim_cursor.py).
-    head = {**statement_params([Start.head(q) for q in queues]), "expired_since_ms": HEAD_RUN_AT_MS}
-    params = {"synchronous_commit": None, **head, **params}
+    params = {"synchronous_commit": None, **statement_params([Start.head(q) for q in queues]), **params}
     with connection.cursor() as cursor:
         cursor.execute("BEGIN")
         try:
@@ -222,8 +221,7 @@ def test_the_probe_and_next_due_do_not_read_a_paused_backlog(store: Any, dialect
     cq.pause_queue("paused")
     if dialect == "postgres":
         _fill(store, dialect, "big", 20_000)
-        # An ordinary probe: expired leases looked for since the last one (claim_cursor.ExpiryFloor).
-        probe = {"queues": ["paused"], "names": None, "leaseless": False, "expired_since_ms": store.now_ms() - 1000}
+        probe = {"queues": ["paused"], "names": None, "leaseless": False}
         # The probe's other half, expired leases, reads the lease index whatever is paused.
         assert [line for line in _pg_scans_tasks("claimable_probe", probe) if "lease_idx" not in line] == []
         due = {"queues": ["paused"], "names": ["job.a"], "max_steps": 64}

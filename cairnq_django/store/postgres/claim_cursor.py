@@ -173,41 +173,6 @@ def _start(queue: str, position: _Position | None, now: float) -> Start:
     return Start(queue, position.priority, position.run_at_ms, position.id)
 
 
-class ExpiryFloor:
-    """From which ``lease_until_ms`` a probe looks for expired leases.
-
-    A settled task's running version keeps its entry in
-    ``cairnq_tasks_lease_idx`` until vacuum, and under a held snapshot a
-    probe would step over all of those whose leases have run out since.
-    A lease that expired before the last probe that found none was either
-    recovered or not yet committed; so the next probe looks from that
-    probe's clock reading less the margin, and a full probe (the one that
-    also looks for leaseless rows, once per lease period) from the start.
-    """
-
-    def __init__(self) -> None:
-        self._clear_until_ms: int | None = None
-        self._lock = threading.Lock()
-
-    def since(self, *, full: bool) -> int:
-        """The lowest ``lease_until_ms`` the next probe reads."""
-        with self._lock:
-            clear = self._clear_until_ms
-        if full or clear is None:
-            return HEAD_RUN_AT_MS
-        return clear - LATE_COMMIT_MARGIN_MS
-
-    def probed(self, now_ms: int, *, expired: bool) -> None:
-        """Record a probe's clock reading and whether it found expired leases.
-
-        One that found some leaves the floor where it is: recovery comes
-        next, and the probe after it reads the same range again.
-        """
-        if not expired:
-            with self._lock:
-                self._clear_until_ms = now_ms
-
-
 def statement_params(starts: Sequence[Start]) -> dict[str, Any]:
     """The claim statements' start parameters: per queue, and the first queue's as scalars."""
     return {

@@ -39,7 +39,7 @@ from ...protocol.limits import FleetLimits
 from ...protocol.ids import task_ids as new_task_ids
 from ..sql_store import SQLStore, collector_paused
 from . import transaction_timeouts
-from .claim_cursor import HEAD_RUN_AT_MS, ClaimCursors, ExpiryFloor, Start, statement_params
+from .claim_cursor import ClaimCursors, Start, statement_params
 from .copy_text import text
 from ..sql_files import statement
 
@@ -143,10 +143,8 @@ class PostgresStore(SQLStore):
 
     def __init__(self, alias: str) -> None:
         super().__init__(alias)
-        # Where this process's next claim of each queue starts, and from which
-        # lease_until_ms its probes look for expired leases (claim_cursor.py).
+        # Where this process's next claim of each queue starts (claim_cursor.py).
         self.claim_cursors = ClaimCursors()
-        self.expiry_floor = ExpiryFloor()
 
     def _cursor(self, statement: str = "") -> Any:
         connection = connections[self.alias]
@@ -209,16 +207,10 @@ class PostgresStore(SQLStore):
         # On the driver's connection object, so a reconnect starts unset.
         raw._cairnq_reuses_plans = True
 
-    def _probe_starts(self, queues: Sequence[str], names: Sequence[str] | None, *, full: bool) -> dict[str, Any]:
+    def _claim_starts(self, queues: Sequence[str], names: Sequence[str] | None) -> dict[str, Any]:
         if self._in_transaction():  # the caller's: see claim.claim_session
-            starts, since = [Start.head(queue) for queue in queues], HEAD_RUN_AT_MS
-        else:
-            starts, since = self.claim_cursors.probe_starts(queues, names), self.expiry_floor.since(full=full)
-        return {**statement_params(starts), "expired_since_ms": since}
-
-    def _probed(self, row: dict[str, Any], params: dict[str, Any]) -> None:
-        if not self._in_transaction():
-            self.expiry_floor.probed(int(row["now_ms"]), expired=bool(row["expired"]))
+            return statement_params([Start.head(queue) for queue in queues])
+        return statement_params(self.claim_cursors.probe_starts(queues, names))
 
     def _draw(
         self,

@@ -1,6 +1,6 @@
 -- Read-only probe before a claim session (protocol 3.9 step 1): is any task
--- claimable now for these queues and names, or has any lease expired anywhere? (due, expired, now_ms)
--- params: queues (text[]), from_priorities (int[]), from_run_ats (bigint[]), from_ids (text[]) (claim_cursor.py), names (text[] or null = any name), leaseless (boolean), expired_since_ms
+-- claimable now for these queues and names, or has any lease expired anywhere? (due, expired)
+-- params: queues (text[]), from_priorities (int[]), from_run_ats (bigint[]), from_ids (text[]) (claim_cursor.py), names (text[] or null = any name), leaseless (boolean)
 WITH clock AS MATERIALIZED (
     SELECT (extract(epoch from clock_timestamp()) * 1000)::bigint AS now_ms
 )
@@ -43,18 +43,10 @@ SELECT
         ) AS due
     ) AS due,
     EXISTS (
-        SELECT 1 FROM (
-            SELECT 1 FROM cairnq_tasks
-            WHERE status = 'running'
-              AND lease_until_ms IS NOT NULL
-              -- Since the last probe that found none (claim_cursor.ExpiryFloor): the older entries are
-              -- settled tasks' old versions, which a held snapshot keeps in cairnq_tasks_lease_idx.
-              AND lease_until_ms >= %(expired_since_ms)s
-              AND lease_until_ms <= (SELECT now_ms FROM clock)
-            -- The ORDER BY makes the planner walk cairnq_tasks_lease_idx, whatever the statistics.
-            ORDER BY lease_until_ms
-            LIMIT 1
-        ) AS expired_lease
+        SELECT 1 FROM cairnq_tasks
+        WHERE status = 'running'
+          AND lease_until_ms IS NOT NULL
+          AND lease_until_ms <= (SELECT now_ms FROM clock)
     -- Running rows without a lease (a foreign writer), read by cairnq_tasks_status_completed_idx.
     ) OR (%(leaseless)s::boolean AND EXISTS (
         SELECT 1 FROM (
@@ -64,5 +56,4 @@ SELECT
             ORDER BY completed_at_ms
             LIMIT 1
         ) AS leaseless
-    )) AS expired,
-    (SELECT now_ms FROM clock) AS now_ms
+    )) AS expired
