@@ -52,7 +52,7 @@ def claim(seconds: float, interval: float) -> dict[str, object]:
     # The store calls a worker's poll makes, for one row, then settle it at
     # once: the probe competes with the workers for the same rows and index.
     # As a worker does, it reuses its plans and looks for leaseless rows
-    # (every lease from the start) once per lease period, not on every probe.
+    # once per lease period, not on every probe.
     from cairnq_django.store import get_store
     from cairnq_django.store.base import ClaimRequest
 
