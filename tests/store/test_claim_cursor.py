@@ -151,13 +151,7 @@ def pg_store(store: Any, dialect: str) -> Any:
 
 
 def pinned_snapshot() -> Any:
-    """An idle REPEATABLE READ session holding its snapshot, on a table vacuumed first.
-
-    The vacuum clears what earlier tests left dead in the claim index, so
-    the buffers counted here are this test's own.
-    """
-    with connection.cursor() as cursor:
-        cursor.execute("VACUUM cairnq_tasks")
+    """An idle REPEATABLE READ session holding its snapshot (each test reads a queue of its own)."""
     pin = psycopg.connect(database_url().replace("postgres://", "postgresql://", 1))
     pin.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
     pin.execute("SELECT 1")
