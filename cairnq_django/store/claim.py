@@ -96,14 +96,15 @@ def probe_claim(
     writer's) as expired. Finding none reads every running row, so a
     worker asks it once per lease period rather than on every probe.
     """
+    wanted = list(dict.fromkeys(queues))
+    served = None if names is None else list(dict.fromkeys(names))
     params = {
-        "queues": store._list(list(dict.fromkeys(queues))),
-        "names": None if names is None else store._list(list(dict.fromkeys(names))),
+        "queues": store._list(wanted),
+        "names": None if served is None else store._list(served),
         "leaseless": store._bool(leaseless),
-        **store._claim_starts(queues, names),
     }
-    row = store._rows("claimable_probe", params)[0]
-    return ClaimProbe(due=bool(row["due"]), expired=bool(row["expired"]))
+    rows = store._probe(params, wanted, served)
+    return ClaimProbe(due=any(bool(row["due"]) for row in rows), expired=bool(rows[0]["expired"]))
 
 
 def draw(

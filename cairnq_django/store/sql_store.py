@@ -124,9 +124,11 @@ class SQLStore(Store):
     def _reuse_claim_plans(self) -> None:
         """Let this connection keep one plan per claim statement (PostgreSQL only)."""
 
-    def _claim_starts(self, queues: Sequence[str], names: Sequence[str] | None) -> dict[str, Any]:
-        """Extra parameters of the probe: where each queue's read starts (PostgreSQL only)."""
-        return {}
+    def _probe(
+        self, params: dict[str, Any], queues: Sequence[str], names: Sequence[str] | None
+    ) -> builtins.list[dict[str, Any]]:
+        """Run the claimable probe for ``queues`` and ``names``; its rows (``due`` and ``expired`` on each)."""
+        return self._rows("claimable_probe", params)
 
     def _draw(
         self,

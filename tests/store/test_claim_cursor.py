@@ -19,6 +19,7 @@ import psycopg
 import pytest
 from django.db import connection, transaction
 
+import cairnq_django as cq
 from cairnq_django.conf import get_config
 from cairnq_django.store import SubmitSpec
 from cairnq_django.store.base import ClaimRequest
@@ -142,6 +143,68 @@ def test_a_probe_starts_where_the_draws_of_all_its_names_start() -> None:
     assert cursors.probe_starts(["q"], ["a", "b", "batch"]) == [Start.head("q")]
 
 
+def probe_row(queue: str = "q", *, now_ms: int, first: tuple[int, str] | None = None, paused: bool = False) -> dict[str, Any]:
+    """One queue's row of claimable_probe.sql."""
+    return {
+        "queue": queue, "paused": paused, "now_ms": now_ms,
+        "first_run_at_ms": None if first is None else first[0], "first_id": None if first is None else first[1],
+    }
+
+
+def probe(cursors: ClaimCursors, rows: list[dict[str, Any]], names: Any = None, took_s: float = 0.001) -> list[Start]:
+    """One probe as the store makes it: ask where to start, then report what it read."""
+    queues = [r["queue"] for r in rows]
+    starts = cursors.probe_starts(queues, names)
+    cursors.probed(names, starts, rows, took_s)
+    return starts
+
+
+def test_a_probe_that_finds_nothing_moves_the_cursor_to_its_clock_less_the_margin() -> None:
+    # Under a held snapshot, what the other workers claimed since this one's
+    # last row is walked by every draw from its cursor; a probe walks it once.
+    cursors = ClaimCursors(Clock())
+    draw(cursors, [row("task_a", run_at_ms=1_000, claimed_ms=60_000)])
+    assert probe(cursors, [probe_row(now_ms=90_000)]) == [Start("q", 0, 1_000, "task_a")]
+    assert cursors.starts(["q"], None) == [Start("q", 0, 90_000 - LATE_COMMIT_MARGIN_MS, "")]
+
+
+def test_a_probe_moves_the_cursor_up_to_the_first_queued_row_not_past_it() -> None:
+    cursors = ClaimCursors(Clock())
+    draw(cursors, [row("task_a", run_at_ms=1_000, claimed_ms=60_000)])
+    # Due or not (a delayed task is the first row too): the cursor stops at it.
+    probe(cursors, [probe_row(now_ms=90_000, first=(50_000, "task_b"))])
+    assert cursors.starts(["q"], None) == [Start("q", 0, 50_000, "task_b")]
+    probe(cursors, [probe_row(now_ms=95_000, first=(120_000, "task_c"))])
+    assert cursors.starts(["q"], None) == [Start("q", 0, 95_000 - LATE_COMMIT_MARGIN_MS, "")]
+
+
+def test_a_paused_queue_keeps_its_cursor_so_resuming_reads_its_backlog() -> None:
+    cursors = ClaimCursors(Clock())
+    draw(cursors, [row("task_a", run_at_ms=1_000, claimed_ms=60_000)])
+    probe(cursors, [probe_row(now_ms=90_000, paused=True)])
+    assert cursors.starts(["q"], None) == [Start("q", 0, 1_000, "task_a")]
+
+
+def test_a_probe_from_the_head_counts_as_the_head_read_and_moves_the_cursor_back() -> None:
+    clock = Clock()
+    cursors = ClaimCursors(clock)
+    draw(cursors, [row("task_a", priority=3, run_at_ms=10_000, claimed_ms=60_000)])
+    clock.now += HEAD_READ_INTERVAL_S
+    # From the head, at the cursor's priority (the ranges above and below it are read whole).
+    assert probe(cursors, [probe_row(now_ms=61_000, first=(5_000, "task_late"))]) == [Start("q", 3, -(2**63), "")]
+    # A row committed after the cursor passed it: the cursor goes back to it, and no
+    # draw reads from the head for another interval.
+    assert cursors.starts(["q"], None) == [Start("q", 3, 5_000, "task_late")]
+
+
+def test_a_probe_of_names_no_draw_has_gets_a_cursor_of_its_own() -> None:
+    cursors = ClaimCursors(Clock())
+    assert probe(cursors, [probe_row(now_ms=90_000)], names=["a", "b"]) == [Start.head("q")]
+    assert cursors.probe_starts(["q"], ["b", "a"]) == [Start("q", 0, 90_000 - LATE_COMMIT_MARGIN_MS, "")]
+    # The draws of those names keep their own cursors.
+    assert cursors.starts(["q"], ["a"]) == [Start.head("q")]
+
+
 # ---- on PostgreSQL ----------------------------------------------------------------
 @pytest.fixture
 def pg_store(store: Any, dialect: str) -> Any:
@@ -200,6 +263,45 @@ def test_under_a_pinned_snapshot_a_claim_does_not_walk_the_rows_claimed_before_i
         assert len(rest) == 1_000
     finally:
         pin.close()
+
+
+def test_under_a_pinned_snapshot_a_probe_moves_the_cursor_past_what_other_workers_claimed(pg_store: Any) -> None:
+    # A worker whose draws come back empty (the others were first) would walk
+    # everything claimed since its last row on every draw; its probe walks it
+    # once and moves the cursor past it.
+    pin = pinned_snapshot()
+    try:
+        submit_many(pg_store, 5_000, queue="pinned_probe")
+        mine = pg_store.claim_cursors
+        assert len(pg_store.claim(["pinned_probe"], "w1", limit=10, lease_ms=LEASE_MS)) == 10
+        pg_store.claim_cursors = ClaimCursors()  # another worker process
+        claimed = 0
+        while claimed < 4_000:
+            claimed += len(pg_store.claim(["pinned_probe"], "w2", limit=50, lease_ms=LEASE_MS))
+        pg_store.claim_cursors = mine
+        [behind] = mine.starts(["pinned_probe"], None)
+        assert pg_store.probe_claim(["pinned_probe"], None, leaseless=False).due
+        [start] = mine.starts(["pinned_probe"], None)
+        assert not start.from_head and (start.run_at_ms, start.id) > (behind.run_at_ms, behind.id)
+        assert claim_buffers(start) * 5 < claim_buffers(behind), (start, behind)
+        # And the claims from there take exactly the rows left.
+        assert len(pg_store.claim(["pinned_probe"], "w1", limit=2_000, lease_ms=LEASE_MS)) == 990
+    finally:
+        pin.close()
+
+
+def test_a_paused_queues_backlog_is_claimed_as_soon_as_it_resumes(pg_store: Any) -> None:
+    clock = Clock()  # stands still: no read from the head comes to help
+    pg_store.claim_cursors = ClaimCursors(clock)
+    submit_many(pg_store, 1, queue="pausing")
+    assert len(pg_store.claim(["pausing"], "w1", lease_ms=LEASE_MS)) == 1
+    cq.pause_queue("pausing")
+    waiting = submit_many(pg_store, 3, queue="pausing")
+    time.sleep(LATE_COMMIT_MARGIN_MS / 1000 * 2)
+    assert not pg_store.probe_claim(["pausing"], None, leaseless=False).due
+    cq.resume_queue("pausing")
+    assert pg_store.probe_claim(["pausing"], None, leaseless=False).due
+    assert sorted(t.id for t in pg_store.claim(["pausing"], "w1", limit=10, lease_ms=LEASE_MS)) == sorted(waiting)
 
 
 def test_a_submit_that_commits_after_later_rows_were_claimed_waits_at_most_for_the_next_head_read(

@@ -8,8 +8,11 @@ report): then every claim from the head walks every task claimed since that
 snapshot, heap tuple by heap tuple. So a draw starts where this process's
 last draw of the same queue and names ended, less a margin for submits that
 commit late, and reads from the head once a second to pick up what was
-skipped. docs/performance.md ("xmin") has the measurements; SQLite needs
-none of this (its b-trees hold no old row versions).
+skipped. The probe moves a cursor too: up to the first queued row it
+finds, so a worker whose draws come back empty (the others were first)
+walks what they claimed once, not on every draw. docs/performance.md
+("xmin") has the measurements; SQLite needs none of this (its b-trees hold
+no old row versions).
 
 The claim statements read three index ranges in claim order: priorities
 above the cursor's, the cursor's priority from its (``run_at_ms``, ``id``)
@@ -66,7 +69,7 @@ class Start:
 
     @classmethod
     def head(cls, queue: str) -> Start:
-        """A start that reads ``queue`` from its head."""
+        """A start that reads ``queue`` from its head (any priority with the lowest floor does)."""
         return cls(queue, HEAD_PRIORITY, HEAD_RUN_AT_MS, HEAD_ID)
 
     @property
@@ -103,14 +106,16 @@ class ClaimCursors:
         return [_start(queue, position, now) for queue, position in zip(queues, positions)]
 
     def probe_starts(self, queues: Sequence[str], names: Sequence[str] | None) -> list[Start]:
-        """Where a probe of ``queues`` for ``names`` starts: where the draws of those names start.
+        """Where a probe of ``queues`` for ``names`` starts.
 
-        A worker draws some names on their own (batch, limits, resources)
-        and probes for all of them at once. The probe starts at the earliest
-        floor of the draws that cover its names when they share a priority;
-        from the head when a name has no cursor (never drawn with rows, or
-        drawn under fleet limits), when the cursors' priorities differ, or
-        when a draw would read from the head itself.
+        Its own cursor's start, once an earlier probe (or a draw of exactly
+        these names) left one. Before that, where the draws of those names
+        start: a worker draws some names on their own (batch, limits,
+        resources) and probes for all of them at once, so the probe starts at
+        the earliest floor of the draws that cover its names when they share
+        a priority; from the head when a name has no cursor (never drawn with
+        rows, or drawn under fleet limits), when the cursors' priorities
+        differ, or when a draw would read from the head itself.
         """
         if names is None:
             return self.starts(queues, None)
@@ -120,6 +125,10 @@ class ClaimCursors:
             entries = [(key, position) for key, position in self._positions.items() if key[0] in queues]
         starts = []
         for queue in queues:
+            own = next((position for key, position in entries if key == (queue, wanted)), None)
+            if own is not None:  # an earlier probe's (or a draw of all these names)
+                starts.append(_start(queue, own, now))
+                continue
             drawn = [(key[1], _start(queue, position, now)) for key, position in entries
                      if key[0] == queue and key[1] is not None and key[1] <= wanted]
             covered = frozenset().union(*(key_names for key_names, _ in drawn))
@@ -158,19 +167,66 @@ class ClaimCursors:
                 if start.from_head and position is not None:
                     position.head_read_at, position.head_read_s = now, took_s
 
-def _start(queue: str, position: _Position | None, now: float) -> Start:
-    if position is None:
-        return Start.head(queue)
-    if now - position.head_read_at >= max(HEAD_READ_INTERVAL_S, position.head_read_s / HEAD_READ_SHARE):
-        return Start.head(queue)
+    def probed(
+        self, names: Sequence[str] | None, starts: Sequence[Start], rows: Sequence[dict[str, Any]], took_s: float
+    ) -> None:
+        """Move each queue's cursor for ``names`` up to the first queued row a probe from ``starts`` found.
+
+        The probe read no queued row of these names between its start and
+        ``first_run_at_ms``/``first_id`` (or its clock, when it found none),
+        so a draw needs not read that range again: under a held snapshot it
+        is the walk over every task claimed since, which a draw that leases
+        nothing (the other workers were first) would otherwise repeat. A
+        row that is due but not leased yet stays ahead of the cursor, and so
+        does a paused queue's backlog (its cursor does not move). As after a
+        draw, the cursor stays the late-commit margin behind the clock.
+        """
+        wanted = None if names is None else frozenset(names)
+        now = self._clock()
+        found = {row["queue"]: row for row in rows if row["queue"] is not None}
+        with self._lock:
+            for start in starts:
+                row = found.get(start.queue)
+                if row is None or row["paused"]:
+                    continue
+                reach = (int(row["now_ms"]) - LATE_COMMIT_MARGIN_MS, HEAD_ID)
+                if row["first_run_at_ms"] is not None:
+                    reach = min(reach, (int(row["first_run_at_ms"]), str(row["first_id"])))
+                key = (start.queue, wanted)
+                position = self._positions.get(key)
+                if position is None:
+                    position = _Position(start.priority, *reach, claimed_ms=int(row["now_ms"]), head_read_at=now)
+                    self._positions[key] = position
+                elif position.priority != start.priority:
+                    continue  # a draw moved it to another priority meanwhile: this probe read another range
+                else:
+                    # Back, too, after a read from the head that found a row the cursor stepped past.
+                    position.run_at_ms, position.id = reach
+                    position.claimed_ms = int(row["now_ms"])
+                if start.from_head:
+                    position.head_read_at, position.head_read_s = now, took_s
+
+
+def _floor(position: _Position) -> tuple[int, str]:
+    """Where a draw from ``position`` starts within its priority: its (run_at_ms, id) floor."""
     # In a backlog the last row is due long before the clock and is the
     # floor itself (rows submitted in one transaction share a run_at_ms, so
     # the id counts); in a steady flow it is moments old, and the margin
     # covers submits still committing.
     late = position.claimed_ms - LATE_COMMIT_MARGIN_MS
     if late < position.run_at_ms:
-        return Start(queue, position.priority, late, HEAD_ID)
-    return Start(queue, position.priority, position.run_at_ms, position.id)
+        return (late, HEAD_ID)
+    return (position.run_at_ms, position.id)
+
+
+def _start(queue: str, position: _Position | None, now: float) -> Start:
+    if position is None:
+        return Start.head(queue)
+    if now - position.head_read_at >= max(HEAD_READ_INTERVAL_S, position.head_read_s / HEAD_READ_SHARE):
+        # The whole queue, and the cursor's priority from its lowest floor: a
+        # probe from here can move the cursor up to the first row it finds.
+        return Start(queue, position.priority, HEAD_RUN_AT_MS, HEAD_ID)
+    return Start(queue, position.priority, *_floor(position))
 
 
 def statement_params(starts: Sequence[Start]) -> dict[str, Any]:

@@ -207,10 +207,16 @@ class PostgresStore(SQLStore):
         # On the driver's connection object, so a reconnect starts unset.
         raw._cairnq_reuses_plans = True
 
-    def _claim_starts(self, queues: Sequence[str], names: Sequence[str] | None) -> dict[str, Any]:
+    def _probe(
+        self, params: dict[str, Any], queues: Sequence[str], names: Sequence[str] | None
+    ) -> list[dict[str, Any]]:
         if self._in_transaction():  # the caller's: see claim.claim_session
-            return statement_params([Start.head(queue) for queue in queues])
-        return statement_params(self.claim_cursors.probe_starts(queues, names))
+            return self._rows("claimable_probe", {**params, **statement_params([Start.head(q) for q in queues])})
+        starts = self.claim_cursors.probe_starts(queues, names)
+        began = time.perf_counter()
+        rows = self._rows("claimable_probe", {**params, **statement_params(starts)})
+        self.claim_cursors.probed(names, starts, rows, time.perf_counter() - began)
+        return rows
 
     def _draw(
         self,

@@ -1,48 +1,13 @@
 -- Read-only probe before a claim session (protocol 3.9 step 1): is any task
--- claimable now for these queues and names, or has any lease expired anywhere? (due, expired)
+-- claimable now for these queues and names, or has any lease expired anywhere?
+-- One row per queue (queue, paused, due, first_run_at_ms, first_id, now_ms, expired), or one row
+-- with a null queue when there is none; expired is the same on every row.
 -- params: queues (text[]), from_priorities (int[]), from_run_ats (bigint[]), from_ids (text[]) (claim_cursor.py), names (text[] or null = any name), leaseless (boolean)
 WITH clock AS MATERIALIZED (
     SELECT (extract(epoch from clock_timestamp()) * 1000)::bigint AS now_ms
-)
-SELECT
-    EXISTS (
-        SELECT 1
-        FROM unnest(%(queues)s::text[], %(from_priorities)s::int[], %(from_run_ats)s::bigint[], %(from_ids)s::text[])
-            AS wanted(queue, from_priority, from_run_at_ms, from_id)
-        -- Each queue's first row in claim order, read where this process's claims of it start
-        -- (claim_cursor.py); each ORDER BY makes the planner walk cairnq_tasks_claim_idx.
-        -- A paused queue (docs/limits.md) is a test of the queue, not of each row.
-        CROSS JOIN LATERAL (
-            (SELECT 1 FROM cairnq_tasks
-             WHERE queue = wanted.queue AND status = 'queued'
-               AND wanted.queue <> ALL(ARRAY(SELECT queue FROM cairnq_django_queue_pause))
-               AND (%(names)s::text[] IS NULL OR name = ANY(%(names)s::text[]))
-               AND priority > wanted.from_priority
-               AND run_at_ms <= (SELECT now_ms FROM clock)
-             ORDER BY priority DESC, run_at_ms, id
-             LIMIT 1)
-            UNION ALL
-            (SELECT 1 FROM cairnq_tasks
-             WHERE queue = wanted.queue AND status = 'queued'
-               AND wanted.queue <> ALL(ARRAY(SELECT queue FROM cairnq_django_queue_pause))
-               AND (%(names)s::text[] IS NULL OR name = ANY(%(names)s::text[]))
-               AND priority = wanted.from_priority AND (run_at_ms, id) >= (wanted.from_run_at_ms, wanted.from_id)
-               AND run_at_ms <= (SELECT now_ms FROM clock)
-             ORDER BY priority DESC, run_at_ms, id
-             LIMIT 1)
-            UNION ALL
-            (SELECT 1 FROM cairnq_tasks
-             WHERE queue = wanted.queue AND status = 'queued'
-               AND wanted.queue <> ALL(ARRAY(SELECT queue FROM cairnq_django_queue_pause))
-               AND (%(names)s::text[] IS NULL OR name = ANY(%(names)s::text[]))
-               AND priority < wanted.from_priority
-               AND run_at_ms <= (SELECT now_ms FROM clock)
-             ORDER BY priority DESC, run_at_ms, id
-             LIMIT 1)
-            LIMIT 1
-        ) AS due
-    ) AS due,
-    EXISTS (
+),
+expired AS MATERIALIZED (
+    SELECT EXISTS (
         SELECT 1 FROM cairnq_tasks
         WHERE status = 'running'
           AND lease_until_ms IS NOT NULL
@@ -57,3 +22,49 @@ SELECT
             LIMIT 1
         ) AS leaseless
     )) AS expired
+),
+-- Each queue read where this process's claims of it start (claim_cursor.py); each ORDER BY
+-- makes the planner walk cairnq_tasks_claim_idx. A paused queue (docs/limits.md) is a test
+-- of the queue, not of each row, and none of its rows is read.
+queues AS (
+    SELECT wanted.queue,
+        wanted.queue = ANY(ARRAY(SELECT queue FROM cairnq_django_queue_pause)) AS paused,
+        EXISTS (
+            SELECT 1 FROM cairnq_tasks
+            WHERE queue = wanted.queue AND status = 'queued'
+              AND wanted.queue <> ALL(ARRAY(SELECT queue FROM cairnq_django_queue_pause))
+              AND (%(names)s::text[] IS NULL OR name = ANY(%(names)s::text[]))
+              AND priority > wanted.from_priority
+              AND run_at_ms <= (SELECT now_ms FROM clock)
+            ORDER BY priority DESC, run_at_ms, id
+            LIMIT 1
+        ) AS above,
+        -- The cursor's own priority: its first queued row, due or not, so the cursor can move
+        -- up to it (the first row is also the earliest due of that priority).
+        first.run_at_ms AS first_run_at_ms, first.id AS first_id,
+        EXISTS (
+            SELECT 1 FROM cairnq_tasks
+            WHERE queue = wanted.queue AND status = 'queued'
+              AND wanted.queue <> ALL(ARRAY(SELECT queue FROM cairnq_django_queue_pause))
+              AND (%(names)s::text[] IS NULL OR name = ANY(%(names)s::text[]))
+              AND priority < wanted.from_priority
+              AND run_at_ms <= (SELECT now_ms FROM clock)
+            ORDER BY priority DESC, run_at_ms, id
+            LIMIT 1
+        ) AS below
+    FROM unnest(%(queues)s::text[], %(from_priorities)s::int[], %(from_run_ats)s::bigint[], %(from_ids)s::text[])
+        AS wanted(queue, from_priority, from_run_at_ms, from_id)
+    LEFT JOIN LATERAL (
+        SELECT run_at_ms, id FROM cairnq_tasks
+        WHERE queue = wanted.queue AND status = 'queued'
+          AND wanted.queue <> ALL(ARRAY(SELECT queue FROM cairnq_django_queue_pause))
+          AND (%(names)s::text[] IS NULL OR name = ANY(%(names)s::text[]))
+          AND priority = wanted.from_priority AND (run_at_ms, id) >= (wanted.from_run_at_ms, wanted.from_id)
+        ORDER BY priority DESC, run_at_ms, id
+        LIMIT 1
+    ) AS first ON true
+)
+SELECT queues.queue, queues.paused, queues.first_run_at_ms, queues.first_id, clock.now_ms,
+    NOT queues.paused AND (queues.above OR COALESCE(queues.first_run_at_ms <= clock.now_ms, false) OR queues.below) AS due,
+    expired.expired
+FROM clock CROSS JOIN expired LEFT JOIN queues ON true
