@@ -24,10 +24,13 @@ from cairnq_django.conf import get_config
 from cairnq_django.store import SubmitSpec
 from cairnq_django.store.base import ClaimRequest
 from cairnq_django.store.postgres.claim_cursor import (
+    EXPIRED_LEASE_MARGIN_MS,
     HEAD_READ_INTERVAL_S,
+    HEAD_RUN_AT_MS,
     HEAD_READ_SHARE,
     LATE_COMMIT_MARGIN_MS,
     ClaimCursors,
+    ExpiryFloor,
     Start,
     statement_params,
 )
@@ -205,6 +208,16 @@ def test_a_probe_of_names_no_draw_has_gets_a_cursor_of_its_own() -> None:
     assert cursors.starts(["q"], ["a"]) == [Start.head("q")]
 
 
+def test_a_probe_looks_for_expired_leases_since_the_last_probe_that_found_none() -> None:
+    floor = ExpiryFloor()
+    assert floor.since(full=False) == HEAD_RUN_AT_MS  # no probe yet
+    floor.probed(90_000, expired=False)
+    assert floor.since(full=False) == 90_000 - EXPIRED_LEASE_MARGIN_MS
+    assert floor.since(full=True) == HEAD_RUN_AT_MS  # the once-a-lease-period probe reads them all
+    floor.probed(95_000, expired=True)  # recovery comes next; the next probe reads the same range
+    assert floor.since(full=False) == 90_000 - EXPIRED_LEASE_MARGIN_MS
+
+
 # ---- on PostgreSQL ----------------------------------------------------------------
 @pytest.fixture
 def pg_store(store: Any, dialect: str) -> Any:
@@ -288,6 +301,55 @@ def test_under_a_pinned_snapshot_a_probe_moves_the_cursor_past_what_other_worker
         assert len(pg_store.claim(["pinned_probe"], "w1", limit=2_000, lease_ms=LEASE_MS)) == 990
     finally:
         pin.close()
+
+
+def probe_buffers(expired_from_ms: int) -> int:
+    """Shared buffers the probe's expired-lease half reads from ``expired_from_ms``."""
+    params = {
+        "queues": ["nothing_here"], "names": None, "leaseless": False, "expired_from_ms": expired_from_ms,
+        **statement_params([Start.head("nothing_here")]),
+    }
+    with connection.cursor() as cursor:
+        cursor.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + load("postgres", "claimable_probe"), params)
+        plan = cursor.fetchone()[0]
+    root = plan[0]["Plan"] if isinstance(plan, list) else plan
+    [expired] = [node for node in root["Plans"] if node.get("Subplan Name") == "CTE expired"]
+    return int(expired["Shared Hit Blocks"]) + int(expired["Shared Read Blocks"])
+
+
+def test_under_a_pinned_snapshot_a_probe_skips_the_leases_that_ran_out_before_its_floor(pg_store: Any) -> None:
+    # Each settled task's running version keeps its lease index entry while
+    # the snapshot is held; a probe from the floor must not walk them (nor
+    # read the status index instead, where the floor bounds nothing).
+    pin = pinned_snapshot()
+    try:
+        submit_many(pg_store, 3_000, queue="pinned_leases")
+        for _ in range(60):
+            rows = pg_store.claim(["pinned_leases"], "w1", limit=50, lease_ms=1)
+            pg_store.complete_many("w1", [(row.id, None) for row in rows])
+        time.sleep(0.05)
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT (extract(epoch from clock_timestamp()) * 1000)::bigint")
+            now_ms = cursor.fetchone()[0]
+        from_floor, from_lowest = probe_buffers(now_ms), probe_buffers(HEAD_RUN_AT_MS)
+        assert from_floor * 5 < from_lowest, (from_floor, from_lowest)
+    finally:
+        pin.close()
+
+
+def test_an_expired_lease_is_found_by_the_next_probe_and_an_older_one_by_the_full_probe(pg_store: Any) -> None:
+    submit_many(pg_store, 1, queue="leases")
+    assert not pg_store.probe_claim(["leases"], None, leaseless=False).expired  # sets the floor
+    [task] = pg_store.claim(["leases"], "w1", lease_ms=50)
+    time.sleep(0.2)
+    assert pg_store.probe_claim(["leases"], None, leaseless=False).expired
+    # A lease that ran out long before the floor (a writer whose clock is
+    # behind): not for the probes in between, but for the full one.
+    with connection.cursor() as cursor:
+        cursor.execute("UPDATE cairnq_tasks SET lease_until_ms = 1000 WHERE id = %s", [task.id])
+    pg_store.expiry_floor.probed(int(time.time() * 1000), expired=False)
+    assert not pg_store.probe_claim(["leases"], None, leaseless=False).expired
+    assert pg_store.probe_claim(["leases"], None, leaseless=True).expired
 
 
 def test_a_paused_queues_backlog_is_claimed_as_soon_as_it_resumes(pg_store: Any) -> None:

@@ -22,7 +22,7 @@ from django.db import connection
 import cairnq_django as cq
 from cairnq_django.store import SubmitSpec
 from cairnq_django.store.base import ClaimRequest
-from cairnq_django.store.postgres.claim_cursor import Start, statement_params
+from cairnq_django.store.postgres.claim_cursor import HEAD_RUN_AT_MS, Start, statement_params
 
 WORKER = "worker_pause_tests"
 
@@ -176,7 +176,10 @@ def _pg_scans_tasks(statement: str, params: dict[str, Any]) -> list[str]:
 
     queues = [params["queue"]] if "queue" in params else params["queues"]
     # Read from the head, as a process's first claim does (store/postgres/claim_cursor.py).
-    params = {"synchronous_commit": None, **statement_params([Start.head(q) for q in queues]), **params}
+    params = {
+        "synchronous_commit": None, "expired_from_ms": HEAD_RUN_AT_MS, **statement_params([Start.head(q) for q in queues]),
+        **params,
+    }
     with connection.cursor() as cursor:
         cursor.execute("BEGIN")
         try:

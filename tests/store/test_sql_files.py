@@ -20,7 +20,7 @@ from django.db import connection
 
 import cairnq_django as cq
 
-from cairnq_django.store.postgres.claim_cursor import Start, statement_params
+from cairnq_django.store.postgres.claim_cursor import HEAD_RUN_AT_MS, Start, statement_params
 from cairnq_django.store.sqlite.large_rows import step_sql
 from cairnq_django.store.sql_files import DIALECTS, load, statement, statement_names
 from cairnq_django.store.sqlite.store import _LARGE_ROW_STEPS
@@ -160,7 +160,8 @@ def _from_head(sql: str, params: dict[str, Any]) -> dict[str, Any]:
     if "%(from_priorit" not in sql:
         return params
     queues = [params["queue"]] if "queue" in params else list(params["queues"])
-    return {**statement_params([Start.head(q) for q in queues]), **params}
+    # The probe's expired-lease half from the lowest lease too (a full probe).
+    return {**statement_params([Start.head(q) for q in queues]), "expired_from_ms": HEAD_RUN_AT_MS, **params}
 
 
 def _generic_plan(name: str, params: dict[str, Any]) -> str:

@@ -244,3 +244,39 @@ def statement_params(starts: Sequence[Start]) -> dict[str, Any]:
 def _claim_order(row: Task) -> tuple[int, int, str]:
     """A key that grows along claim order (priority DESC, run_at_ms, id)."""
     return (-row.priority, row.run_at_ms, row.id)
+
+
+# A lease is written as the writer's clock plus the lease, so one that ran
+# out before a probe that found none becomes visible later only if its
+# writer's transaction outlasted the lease by this much (or its clock is
+# behind ours by as much): the full probe, once per lease period, finds it.
+EXPIRED_LEASE_MARGIN_MS = 1_000
+
+
+class ExpiryFloor:
+    """From which ``lease_until_ms`` a probe looks for expired leases.
+
+    A settled task's running version keeps its ``cairnq_tasks_lease_idx``
+    entry until vacuum removes it, and under a held snapshot a probe would
+    step over every one whose lease has run out since. So a probe looks from
+    the clock of the last probe that found none, less the margin; the full
+    probe (the one that also looks for leaseless rows) from the lowest.
+    """
+
+    def __init__(self) -> None:
+        self._clear_until_ms: int | None = None
+        self._lock = threading.Lock()
+
+    def since(self, *, full: bool) -> int:
+        """The lowest ``lease_until_ms`` the next probe reads."""
+        with self._lock:
+            clear = self._clear_until_ms
+        if full or clear is None:
+            return HEAD_RUN_AT_MS
+        return clear - EXPIRED_LEASE_MARGIN_MS
+
+    def probed(self, now_ms: int, *, expired: bool) -> None:
+        """Record a probe's clock; one that found an expired lease leaves the floor (recovery comes next)."""
+        if not expired:
+            with self._lock:
+                self._clear_until_ms = now_ms

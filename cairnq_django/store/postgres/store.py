@@ -39,7 +39,7 @@ from ...protocol.limits import FleetLimits
 from ...protocol.ids import task_ids as new_task_ids
 from ..sql_store import SQLStore, collector_paused
 from . import transaction_timeouts
-from .claim_cursor import ClaimCursors, Start, statement_params
+from .claim_cursor import HEAD_RUN_AT_MS, ClaimCursors, ExpiryFloor, Start, statement_params
 from .copy_text import text
 from ..sql_files import statement
 
@@ -145,6 +145,8 @@ class PostgresStore(SQLStore):
         super().__init__(alias)
         # Where this process's next claim of each queue starts (claim_cursor.py).
         self.claim_cursors = ClaimCursors()
+        # From which lease a probe looks for expired ones (claim_cursor.py).
+        self.expiry_floor = ExpiryFloor()
 
     def _cursor(self, statement: str = "") -> Any:
         connection = connections[self.alias]
@@ -211,11 +213,14 @@ class PostgresStore(SQLStore):
         self, params: dict[str, Any], queues: Sequence[str], names: Sequence[str] | None
     ) -> list[dict[str, Any]]:
         if self._in_transaction():  # the caller's: see claim.claim_session
-            return self._rows("claimable_probe", {**params, **statement_params([Start.head(q) for q in queues])})
+            starts = [Start.head(queue) for queue in queues]
+            return self._rows("claimable_probe", {**params, **statement_params(starts), "expired_from_ms": HEAD_RUN_AT_MS})
         starts = self.claim_cursors.probe_starts(queues, names)
+        since = self.expiry_floor.since(full=bool(params["leaseless"]))
         began = time.perf_counter()
-        rows = self._rows("claimable_probe", {**params, **statement_params(starts)})
+        rows = self._rows("claimable_probe", {**params, **statement_params(starts), "expired_from_ms": since})
         self.claim_cursors.probed(names, starts, rows, time.perf_counter() - began)
+        self.expiry_floor.probed(int(rows[0]["now_ms"]), expired=bool(rows[0]["expired"]))
         return rows
 
     def _draw(

@@ -2,16 +2,22 @@
 -- claimable now for these queues and names, or has any lease expired anywhere?
 -- One row per queue (queue, paused, due, first_run_at_ms, first_id, now_ms, expired), or one row
 -- with a null queue when there is none; expired is the same on every row.
--- params: queues (text[]), from_priorities (int[]), from_run_ats (bigint[]), from_ids (text[]) (claim_cursor.py), names (text[] or null = any name), leaseless (boolean)
+-- params: queues (text[]), from_priorities (int[]), from_run_ats (bigint[]), from_ids (text[]) (claim_cursor.py), names (text[] or null = any name), leaseless (boolean), expired_from_ms (bigint)
 WITH clock AS MATERIALIZED (
     SELECT (extract(epoch from clock_timestamp()) * 1000)::bigint AS now_ms
 ),
 expired AS MATERIALIZED (
     SELECT EXISTS (
+        -- From expired_from_ms (claim_cursor.ExpiryFloor): the older entries are settled tasks'
+        -- running versions, which a held snapshot keeps. The ORDER BY keeps the planner on
+        -- cairnq_tasks_lease_idx, the one index whose range that bound narrows.
         SELECT 1 FROM cairnq_tasks
         WHERE status = 'running'
           AND lease_until_ms IS NOT NULL
+          AND lease_until_ms >= %(expired_from_ms)s
           AND lease_until_ms <= (SELECT now_ms FROM clock)
+        ORDER BY lease_until_ms
+        LIMIT 1
     -- Running rows without a lease (a foreign writer), read by cairnq_tasks_status_completed_idx.
     ) OR (%(leaseless)s::boolean AND EXISTS (
         SELECT 1 FROM (
@@ -23,37 +29,30 @@ expired AS MATERIALIZED (
         ) AS leaseless
     )) AS expired
 ),
--- Each queue read where this process's claims of it start (claim_cursor.py); each ORDER BY
--- makes the planner walk cairnq_tasks_claim_idx. A paused queue (docs/limits.md) is a test
--- of the queue, not of each row, and none of its rows is read.
+-- Each queue read where this process's claims of it start (claim_cursor.py), one LATERAL per
+-- index range: an ORDER BY ... LIMIT 1 keeps the planner walking cairnq_tasks_claim_idx in order
+-- (an EXISTS would drop both). A paused queue (docs/limits.md) is a test of the queue, not of
+-- each row, and none of its rows is read.
 queues AS (
     SELECT wanted.queue,
         wanted.queue = ANY(ARRAY(SELECT queue FROM cairnq_django_queue_pause)) AS paused,
-        EXISTS (
-            SELECT 1 FROM cairnq_tasks
-            WHERE queue = wanted.queue AND status = 'queued'
-              AND wanted.queue <> ALL(ARRAY(SELECT queue FROM cairnq_django_queue_pause))
-              AND (%(names)s::text[] IS NULL OR name = ANY(%(names)s::text[]))
-              AND priority > wanted.from_priority
-              AND run_at_ms <= (SELECT now_ms FROM clock)
-            ORDER BY priority DESC, run_at_ms, id
-            LIMIT 1
-        ) AS above,
+        above.found IS NOT NULL AS above,
         -- The cursor's own priority: its first queued row, due or not, so the cursor can move
         -- up to it (the first row is also the earliest due of that priority).
         first.run_at_ms AS first_run_at_ms, first.id AS first_id,
-        EXISTS (
-            SELECT 1 FROM cairnq_tasks
-            WHERE queue = wanted.queue AND status = 'queued'
-              AND wanted.queue <> ALL(ARRAY(SELECT queue FROM cairnq_django_queue_pause))
-              AND (%(names)s::text[] IS NULL OR name = ANY(%(names)s::text[]))
-              AND priority < wanted.from_priority
-              AND run_at_ms <= (SELECT now_ms FROM clock)
-            ORDER BY priority DESC, run_at_ms, id
-            LIMIT 1
-        ) AS below
+        below.found IS NOT NULL AS below
     FROM unnest(%(queues)s::text[], %(from_priorities)s::int[], %(from_run_ats)s::bigint[], %(from_ids)s::text[])
         AS wanted(queue, from_priority, from_run_at_ms, from_id)
+    LEFT JOIN LATERAL (
+        SELECT 1 AS found FROM cairnq_tasks
+        WHERE queue = wanted.queue AND status = 'queued'
+          AND wanted.queue <> ALL(ARRAY(SELECT queue FROM cairnq_django_queue_pause))
+          AND (%(names)s::text[] IS NULL OR name = ANY(%(names)s::text[]))
+          AND priority > wanted.from_priority
+          AND run_at_ms <= (SELECT now_ms FROM clock)
+        ORDER BY priority DESC, run_at_ms, id
+        LIMIT 1
+    ) AS above ON true
     LEFT JOIN LATERAL (
         SELECT run_at_ms, id FROM cairnq_tasks
         WHERE queue = wanted.queue AND status = 'queued'
@@ -63,6 +62,16 @@ queues AS (
         ORDER BY priority DESC, run_at_ms, id
         LIMIT 1
     ) AS first ON true
+    LEFT JOIN LATERAL (
+        SELECT 1 AS found FROM cairnq_tasks
+        WHERE queue = wanted.queue AND status = 'queued'
+          AND wanted.queue <> ALL(ARRAY(SELECT queue FROM cairnq_django_queue_pause))
+          AND (%(names)s::text[] IS NULL OR name = ANY(%(names)s::text[]))
+          AND priority < wanted.from_priority
+          AND run_at_ms <= (SELECT now_ms FROM clock)
+        ORDER BY priority DESC, run_at_ms, id
+        LIMIT 1
+    ) AS below ON true
 )
 SELECT queues.queue, queues.paused, queues.first_run_at_ms, queues.first_id, clock.now_ms,
     NOT queues.paused AND (queues.above OR COALESCE(queues.first_run_at_ms <= clock.now_ms, false) OR queues.below) AS due,
