@@ -21,6 +21,7 @@ from django.db import connection, transaction
 
 import cairnq_django as cq
 from cairnq_django.conf import get_config
+from cairnq_django.models import Task
 from cairnq_django.store import SubmitSpec
 from cairnq_django.store.base import ClaimRequest
 from cairnq_django.store.postgres.claim_cursor import (
@@ -146,11 +147,15 @@ def test_a_probe_starts_where_the_draws_of_all_its_names_start() -> None:
     assert cursors.probe_starts(["q"], ["a", "b", "batch"]) == [Start.head("q")]
 
 
-def probe_row(queue: str = "q", *, now_ms: int, first: tuple[int, str] | None = None, paused: bool = False) -> dict[str, Any]:
-    """One queue's row of claimable_probe.sql."""
+def probe_row(
+    queue: str = "q", *, now_ms: int, next: tuple[int, int, str] | None = None, paused: bool = False
+) -> dict[str, Any]:
+    """One queue's row of claimable_probe.sql; ``next`` is (priority, run_at_ms, id)."""
     return {
         "queue": queue, "paused": paused, "now_ms": now_ms,
-        "first_run_at_ms": None if first is None else first[0], "first_id": None if first is None else first[1],
+        "next_priority": None if next is None else next[0],
+        "next_run_at_ms": None if next is None else next[1],
+        "next_id": None if next is None else next[2],
     }
 
 
@@ -175,9 +180,9 @@ def test_a_probe_moves_the_cursor_up_to_the_first_queued_row_not_past_it() -> No
     cursors = ClaimCursors(Clock())
     draw(cursors, [row("task_a", run_at_ms=1_000, claimed_ms=60_000)])
     # Due or not (a delayed task is the first row too): the cursor stops at it.
-    probe(cursors, [probe_row(now_ms=90_000, first=(50_000, "task_b"))])
+    probe(cursors, [probe_row(now_ms=90_000, next=(0, 50_000, "task_b"))])
     assert cursors.starts(["q"], None) == [Start("q", 0, 50_000, "task_b")]
-    probe(cursors, [probe_row(now_ms=95_000, first=(120_000, "task_c"))])
+    probe(cursors, [probe_row(now_ms=95_000, next=(0, 120_000, "task_c"))])
     assert cursors.starts(["q"], None) == [Start("q", 0, 95_000 - LATE_COMMIT_MARGIN_MS, "")]
 
 
@@ -194,10 +199,20 @@ def test_a_probe_from_the_head_counts_as_the_head_read_and_moves_the_cursor_back
     draw(cursors, [row("task_a", priority=3, run_at_ms=10_000, claimed_ms=60_000)])
     clock.now += HEAD_READ_INTERVAL_S
     # From the head, at the cursor's priority (the ranges above and below it are read whole).
-    assert probe(cursors, [probe_row(now_ms=61_000, first=(5_000, "task_late"))]) == [Start("q", 3, -(2**63), "")]
+    assert probe(cursors, [probe_row(now_ms=61_000, next=(3, 5_000, "task_late"))]) == [Start("q", 3, -(2**63), "")]
     # A row committed after the cursor passed it: the cursor goes back to it, and no
     # draw reads from the head for another interval.
     assert cursors.starts(["q"], None) == [Start("q", 3, 5_000, "task_late")]
+
+
+def test_a_probe_moves_the_cursor_to_the_priority_its_rows_are_at() -> None:
+    # The probe's first cursor starts at the head's priority; the rows are at
+    # 5, and every probe would otherwise read priority 5 whole as "above".
+    cursors = ClaimCursors(Clock())
+    probe(cursors, [probe_row(now_ms=90_000, next=(5, 80_000, "task_a"))], names=["a"])
+    assert cursors.probe_starts(["q"], ["a"]) == [Start("q", 5, 80_000, "task_a")]
+    probe(cursors, [probe_row(now_ms=95_000)], names=["a"])  # none left: the clock, same priority
+    assert cursors.probe_starts(["q"], ["a"]) == [Start("q", 5, 95_000 - LATE_COMMIT_MARGIN_MS, "")]
 
 
 def test_a_probe_of_names_no_draw_has_gets_a_cursor_of_its_own() -> None:
@@ -350,6 +365,19 @@ def test_an_expired_lease_is_found_by_the_next_probe_and_an_older_one_by_the_ful
     pg_store.expiry_floor.probed(int(time.time() * 1000), expired=False)
     assert not pg_store.probe_claim(["leases"], None, leaseless=False).expired
     assert pg_store.probe_claim(["leases"], None, leaseless=True).expired
+
+
+def test_a_probe_follows_the_rows_to_their_priority(pg_store: Any) -> None:
+    pg_store.submit_many([SubmitSpec(name="job", payload_json="{}", queue="urgent", priority=5) for _ in range(30)])
+    time.sleep(LATE_COMMIT_MARGIN_MS / 1000 * 2)  # past the margin: the cursor may reach the rows
+    pg_store.claim(["urgent"], "w2", limit=20, lease_ms=LEASE_MS)  # taken by another worker, say
+    pg_store.claim_cursors = ClaimCursors()
+    assert pg_store.probe_claim(["urgent"], ["job"], leaseless=False).due
+    [start] = pg_store.claim_cursors.probe_starts(["urgent"], ["job"])
+    # At priority 5, past the 20 claimed: the next probe reads neither them nor priority 5 whole.
+    assert (start.priority, start.from_head) == (5, False)
+    claimed_last = max(Task.objects.filter(queue="urgent", status="running").values_list("run_at_ms", "id"))
+    assert (start.run_at_ms, start.id) > claimed_last
 
 
 def test_a_paused_queues_backlog_is_claimed_as_soon_as_it_resumes(pg_store: Any) -> None:

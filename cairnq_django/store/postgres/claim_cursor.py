@@ -170,16 +170,17 @@ class ClaimCursors:
     def probed(
         self, names: Sequence[str] | None, starts: Sequence[Start], rows: Sequence[dict[str, Any]], took_s: float
     ) -> None:
-        """Move each queue's cursor for ``names`` up to the first queued row a probe from ``starts`` found.
+        """Move each queue's cursor for ``names`` up to the next queued row a probe from ``starts`` found.
 
-        The probe read no queued row of these names between its start and
-        ``first_run_at_ms``/``first_id`` (or its clock, when it found none),
-        so a draw needs not read that range again: under a held snapshot it
-        is the walk over every task claimed since, which a draw that leases
-        nothing (the other workers were first) would otherwise repeat. A
-        row that is due but not leased yet stays ahead of the cursor, and so
-        does a paused queue's backlog (its cursor does not move). As after a
-        draw, the cursor stays the late-commit margin behind the clock.
+        That row is the first queued row of the start's priority, due or
+        not, or else the first due row of another priority; no queued row of
+        its priority comes before it. So a draw needs not read what lies
+        before it again: under a held snapshot that is the walk over every
+        task claimed since, which a draw that leases nothing (the other
+        workers were first) would otherwise repeat. A row due but not leased
+        yet stays ahead of the cursor, and a paused queue's cursor does not
+        move. As after a draw, the cursor stays the late-commit margin
+        behind the clock.
         """
         wanted = None if names is None else frozenset(names)
         now = self._clock()
@@ -189,18 +190,21 @@ class ClaimCursors:
                 row = found.get(start.queue)
                 if row is None or row["paused"]:
                     continue
-                reach = (int(row["now_ms"]) - LATE_COMMIT_MARGIN_MS, HEAD_ID)
-                if row["first_run_at_ms"] is not None:
-                    reach = min(reach, (int(row["first_run_at_ms"]), str(row["first_id"])))
+                priority, reach = start.priority, (int(row["now_ms"]) - LATE_COMMIT_MARGIN_MS, HEAD_ID)
+                if row["next_id"] is not None:
+                    priority = int(row["next_priority"])
+                    reach = min(reach, (int(row["next_run_at_ms"]), str(row["next_id"])))
                 key = (start.queue, wanted)
                 position = self._positions.get(key)
-                if position is None:
-                    position = _Position(start.priority, *reach, claimed_ms=int(row["now_ms"]), head_read_at=now)
-                    self._positions[key] = position
-                elif position.priority != start.priority:
-                    continue  # a draw moved it to another priority meanwhile: this probe read another range
-                else:
+                if position is None or position.priority != priority:
                     # Back, too, after a read from the head that found a row the cursor stepped past.
+                    self._positions[key] = _Position(
+                        priority, *reach, claimed_ms=int(row["now_ms"]),
+                        head_read_at=now if position is None else position.head_read_at,
+                        head_read_s=0.0 if position is None else position.head_read_s,
+                    )
+                    position = self._positions[key]
+                else:
                     position.run_at_ms, position.id = reach
                     position.claimed_ms = int(row["now_ms"])
                 if start.from_head:

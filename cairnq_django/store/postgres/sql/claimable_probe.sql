@@ -1,6 +1,6 @@
 -- Read-only probe before a claim session (protocol 3.9 step 1): is any task
 -- claimable now for these queues and names, or has any lease expired anywhere?
--- One row per queue (queue, paused, due, first_run_at_ms, first_id, now_ms, expired), or one row
+-- One row per queue (queue, paused, due, next_priority, next_run_at_ms, next_id, now_ms, expired), or one row
 -- with a null queue when there is none; expired is the same on every row.
 -- params: queues (text[]), from_priorities (int[]), from_run_ats (bigint[]), from_ids (text[]) (claim_cursor.py), names (text[] or null = any name), leaseless (boolean), expired_from_ms (bigint)
 WITH clock AS MATERIALIZED (
@@ -30,21 +30,24 @@ expired AS MATERIALIZED (
     )) AS expired
 ),
 -- Each queue read where this process's claims of it start (claim_cursor.py), one LATERAL per
--- index range: an ORDER BY ... LIMIT 1 keeps the planner walking cairnq_tasks_claim_idx in order
--- (an EXISTS would drop both). A paused queue (docs/limits.md) is a test of the queue, not of
+-- index range in claim order: an ORDER BY ... LIMIT 1 keeps the planner walking
+-- cairnq_tasks_claim_idx in order (an EXISTS would drop both). A paused queue (docs/limits.md) is a test of the queue, not of
 -- each row, and none of its rows is read.
 queues AS (
     SELECT wanted.queue,
         wanted.queue = ANY(ARRAY(SELECT queue FROM cairnq_django_queue_pause)) AS paused,
-        above.found IS NOT NULL AS above,
-        -- The cursor's own priority: its first queued row, due or not, so the cursor can move
-        -- up to it (the first row is also the earliest due of that priority).
-        first.run_at_ms AS first_run_at_ms, first.id AS first_id,
-        below.found IS NOT NULL AS below
+        above.id IS NOT NULL OR first.run_at_ms <= (SELECT now_ms FROM clock) OR below.id IS NOT NULL AS due,
+        -- Where the cursor can move up to: the cursor's priority's first queued row, due or not
+        -- (also the earliest due of that priority), else the first due row above or below it
+        -- (no queued row of its priority comes before it).
+        CASE WHEN first.id IS NOT NULL THEN wanted.from_priority
+             WHEN above.id IS NOT NULL THEN above.priority ELSE below.priority END AS next_priority,
+        COALESCE(first.run_at_ms, above.run_at_ms, below.run_at_ms) AS next_run_at_ms,
+        COALESCE(first.id, above.id, below.id) AS next_id
     FROM unnest(%(queues)s::text[], %(from_priorities)s::int[], %(from_run_ats)s::bigint[], %(from_ids)s::text[])
         AS wanted(queue, from_priority, from_run_at_ms, from_id)
     LEFT JOIN LATERAL (
-        SELECT 1 AS found FROM cairnq_tasks
+        SELECT priority, run_at_ms, id FROM cairnq_tasks
         WHERE queue = wanted.queue AND status = 'queued'
           AND wanted.queue <> ALL(ARRAY(SELECT queue FROM cairnq_django_queue_pause))
           AND (%(names)s::text[] IS NULL OR name = ANY(%(names)s::text[]))
@@ -63,7 +66,7 @@ queues AS (
         LIMIT 1
     ) AS first ON true
     LEFT JOIN LATERAL (
-        SELECT 1 AS found FROM cairnq_tasks
+        SELECT priority, run_at_ms, id FROM cairnq_tasks
         WHERE queue = wanted.queue AND status = 'queued'
           AND wanted.queue <> ALL(ARRAY(SELECT queue FROM cairnq_django_queue_pause))
           AND (%(names)s::text[] IS NULL OR name = ANY(%(names)s::text[]))
@@ -73,7 +76,7 @@ queues AS (
         LIMIT 1
     ) AS below ON true
 )
-SELECT queues.queue, queues.paused, queues.first_run_at_ms, queues.first_id, clock.now_ms,
-    NOT queues.paused AND (queues.above OR COALESCE(queues.first_run_at_ms <= clock.now_ms, false) OR queues.below) AS due,
+SELECT queues.queue, queues.paused, queues.next_priority, queues.next_run_at_ms, queues.next_id, clock.now_ms,
+    NOT queues.paused AND COALESCE(queues.due, false) AS due,
     expired.expired
 FROM clock CROSS JOIN expired LEFT JOIN queues ON true
