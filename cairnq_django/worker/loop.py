@@ -550,17 +550,21 @@ class Worker(AttemptOwner):
                     return
                 self.settler.wait_idle(self.options.lease_ms / 1000)
                 continue
+            # Nothing claimable: sleep until work arrives, a slot frees, the
+            # next delayed task is due, or the poll ends. When the next task
+            # is due is read now, right after the empty claim: read after the
+            # hold-off below, a retry coming due meanwhile would no longer
+            # count as "next" (it is due) and the wait would last the poll.
+            idle_s = self.planner.idle_timeout(poll_s)
             if hinted:
                 # Woken, but another worker took the task (every listener is
                 # woken by each submit): wake-ups for a while then make one
                 # claim, not one each, which bounds a fleet's empty claims.
                 empty_wakes += 1
+                held_from = time.monotonic()
                 self.waker.hold_off(random.uniform(0.5, 1.5) * herd_hold_off_s(empty_wakes, poll_s))
-            # Nothing claimable: sleep until work arrives, a slot frees, the
-            # next delayed task is due, or the poll ends.
-            self.waker.wait(
-                self.planner.idle_timeout(poll_s), extra=self._released_since(seen_releases)
-            )
+                idle_s -= time.monotonic() - held_from
+            self.waker.wait(max(idle_s, 0.0), extra=self._released_since(seen_releases))
 
     def _db_file_gone(self, every_s: float) -> bool:
         """Stop (exit code 3) if the SQLite file was deleted or replaced; checked at most every ``every_s``."""
