@@ -55,24 +55,20 @@ _NEVER_BY_COUNT = 2**62
 # plan cannot see. The probe and lease recovery: a worker's claim connection
 # keeps one plan per prepared statement (reuse_claim_plans.sql), and their
 # best index depends on the clock reading and the lists they are given.
-# A one-name claim: without the name, the planner may read the whole queue
-# through cairnq_tasks_claim_idx to find a name it holds no rows of (a batch
-# handler's name while another name's backlog waits) instead of that name's
-# own range of cairnq_tasks_claim_name_idx.
 _PLANNED_PER_CALL = frozenset(
     {
         "complete_many", "fail_many", "snooze_many", "heartbeat_batch", "worker_beat", "cancel_many", "retry_many",
         "release",
         "claimable_probe", "recover_leases",
-        "claim_one_queue_one_name", "claim_one_name",
     }
 )
 
 # Prepared only on a worker's claim connection (reuse_claim_plans.sql, which
 # keeps them off sequential scans). Elsewhere PostgreSQL may settle on a
 # generic plan after five runs, and one settled on while the table was small
-# scans the whole table on every claim from then on.
-_CLAIMS = frozenset({"claim", "claim_one_queue"})
+# scans the whole table on every claim from then on. One-name claims too:
+# planning each call halved a one-name worker's drain (docs/performance.md).
+_CLAIMS = frozenset({"claim", "claim_one_queue", "claim_one_queue_one_name", "claim_one_name"})
 
 # insert_tasks.sql reads these from each row object as JSON scalars.
 _SCALAR_COLUMNS = (
