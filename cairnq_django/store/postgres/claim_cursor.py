@@ -123,9 +123,10 @@ class ClaimCursors:
         now = self._clock()
         with self._lock:
             entries = [(key, position) for key, position in self._positions.items() if key[0] in queues]
+            owns = {queue: self._positions.get((queue, wanted)) for queue in queues}
         starts = []
         for queue in queues:
-            own = next((position for key, position in entries if key == (queue, wanted)), None)
+            own = owns[queue]
             if own is not None:  # an earlier probe's (or a draw of all these names)
                 starts.append(_start(queue, own, now))
                 continue
@@ -197,14 +198,13 @@ class ClaimCursors:
                 key = (start.queue, wanted)
                 position = self._positions.get(key)
                 if position is None or position.priority != priority:
-                    # Back, too, after a read from the head that found a row the cursor stepped past.
-                    self._positions[key] = _Position(
+                    position = self._positions[key] = _Position(
                         priority, *reach, claimed_ms=int(row["now_ms"]),
                         head_read_at=now if position is None else position.head_read_at,
                         head_read_s=0.0 if position is None else position.head_read_s,
                     )
-                    position = self._positions[key]
                 else:
+                    # Back, too, after a read from the head that found a row the cursor stepped past.
                     position.run_at_ms, position.id = reach
                     position.claimed_ms = int(row["now_ms"])
                 if start.from_head:

@@ -208,15 +208,18 @@ class PostgresStore(SQLStore):
     def _probe(
         self, params: dict[str, Any], queues: Sequence[str], names: Sequence[str] | None
     ) -> list[dict[str, Any]]:
-        if self._in_transaction():  # the caller's: see claim.claim_session
-            starts = [Start.head(queue) for queue in queues]
-            return self._rows("claimable_probe", {**params, **statement_params(starts), "expired_from_ms": HEAD_RUN_AT_MS})
-        starts = self.claim_cursors.probe_starts(queues, names)
-        since = self.expiry_floor.since(full=bool(params["leaseless"]))
+        # In the caller's transaction (see claim.claim_session): from the head, and no cursor kept.
+        kept = not self._in_transaction()
+        if kept:
+            starts = self.claim_cursors.probe_starts(queues, names)
+            since = self.expiry_floor.since(full=bool(params["leaseless"]))
+        else:
+            starts, since = [Start.head(queue) for queue in queues], HEAD_RUN_AT_MS
         began = time.perf_counter()
         rows = self._rows("claimable_probe", {**params, **statement_params(starts), "expired_from_ms": since})
-        self.claim_cursors.probed(names, starts, rows, time.perf_counter() - began)
-        self.expiry_floor.probed(int(rows[0]["now_ms"]), expired=bool(rows[0]["expired"]))
+        if kept:
+            self.claim_cursors.probed(names, starts, rows, time.perf_counter() - began)
+            self.expiry_floor.probed(int(rows[0]["now_ms"]), expired=bool(rows[0]["expired"]))
         return rows
 
     def _draw(
