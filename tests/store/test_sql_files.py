@@ -285,6 +285,34 @@ def test_claims_update_by_tid_even_with_stale_statistics(
     assert _full_scans(dialect, plan) == [], plan
 
 
+@pytest.mark.parametrize("statement", ["claim_one_queue_one_name", "claim_one_name"])
+def test_one_name_claims_read_their_name_when_the_table_holds_one_other_name(
+    store: Any, dialect: str, statement: str
+) -> None:
+    # A batch handler's name with no rows, in a queue whose whole backlog is
+    # another name's: the statistics see one distinct name. The worker's plan,
+    # made without the name's value, must still read the name's own index, not
+    # walk the other name's backlog through cairnq_tasks_claim_idx.
+    if dialect != "postgres":
+        pytest.skip("generic plans are PostgreSQL's")
+    now = store.now_ms()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _PG_FILL,
+            {"kind": "other", "status": "queued", "worker": None, "n": 5000, "run_at": now - 10_000, "now": now},
+        )
+        cursor.execute("UPDATE cairnq_tasks SET name = 'a'")
+        cursor.execute("ANALYZE cairnq_tasks")
+    params: dict[str, Any] = {"worker_id": "w1", "lease_ms": 30_000, "limit": 10, "name": "b"}
+    if statement == "claim_one_queue_one_name":
+        params["queue"] = "default"
+    else:
+        params["queues"] = ["default", "other"]
+    generic = _generic_plan(statement, params)
+    assert "cairnq_tasks_claim_name_idx" in generic, generic
+    assert "cairnq_tasks_claim_idx" not in generic, generic
+
+
 def test_probe_reads_claim_and_lease_indexes(big_table: str) -> None:
     dialect = big_table
     for names in (None, ["a"], ["a", "b"]):

@@ -23,12 +23,16 @@ picked AS MATERIALIZED (
     -- Three index ranges in claim order, from where this process's last claim of the queue ended
     -- (claim_cursor.py): priorities above the cursor's, its priority from the (run_at_ms, id) floor on, those below.
     -- A paused queue (docs/limits.md) is a test of the queue, not of each row.
+    -- "name BETWEEN" repeats the equality for the planner: a worker's prepared plan, made without the name's
+    -- value, counts "name = $n" as 1/(distinct names), every row when the table holds one name, and would read
+    -- cairnq_tasks_claim_idx filtering out another name's whole backlog. A range of unknown bounds counts as a
+    -- small share, so the plan reads cairnq_tasks_claim_name_idx whatever the statistics.
     CROSS JOIN LATERAL (
         SELECT * FROM (
             SELECT ctid, id, priority, run_at_ms FROM cairnq_tasks
             WHERE queue = wanted.queue AND status = 'queued'
               AND wanted.queue <> ALL(ARRAY(SELECT queue FROM cairnq_django_queue_pause))
-              AND name = %(name)s
+              AND name = %(name)s AND name BETWEEN %(name)s AND %(name)s
               AND priority > wanted.from_priority
               AND run_at_ms <= (SELECT now_ms FROM clock)
             ORDER BY priority DESC, run_at_ms, id
@@ -40,7 +44,7 @@ picked AS MATERIALIZED (
             SELECT ctid, id, priority, run_at_ms FROM cairnq_tasks
             WHERE queue = wanted.queue AND status = 'queued'
               AND wanted.queue <> ALL(ARRAY(SELECT queue FROM cairnq_django_queue_pause))
-              AND name = %(name)s
+              AND name = %(name)s AND name BETWEEN %(name)s AND %(name)s
               AND priority = wanted.from_priority AND (run_at_ms, id) >= (wanted.from_run_at_ms, wanted.from_id)
               AND run_at_ms <= (SELECT now_ms FROM clock)
             ORDER BY priority DESC, run_at_ms, id
@@ -52,7 +56,7 @@ picked AS MATERIALIZED (
             SELECT ctid, id, priority, run_at_ms FROM cairnq_tasks
             WHERE queue = wanted.queue AND status = 'queued'
               AND wanted.queue <> ALL(ARRAY(SELECT queue FROM cairnq_django_queue_pause))
-              AND name = %(name)s
+              AND name = %(name)s AND name BETWEEN %(name)s AND %(name)s
               AND priority < wanted.from_priority
               AND run_at_ms <= (SELECT now_ms FROM clock)
             ORDER BY priority DESC, run_at_ms, id
