@@ -19,6 +19,7 @@ from cairnq_django.migrations._claim_functions import drop, replace
 from cairnq_django.models import FleetStart, Task
 from cairnq_django.protocol.limits import FleetLimits, Rate, parse_rate
 from cairnq_django.store.base import ClaimRequest
+from cairnq_django.store.claim import draw_limited
 from cairnq_django.store.missing_schema import is_missing_table
 from cairnq_django.tasks.registry import TaskDefinitionError, get_task, task, unregister
 from cairnq_django.worker.budgets import fleet_limits
@@ -357,3 +358,50 @@ def test_the_claim_functions_count_running_tasks_by_plain_index_scans(store: Any
     for name, config in settings.items():
         assert "enable_bitmapscan=off" in config, name
         assert "enable_seqscan=off" in config, name
+        assert "plan_cache_mode=force_generic_plan" in config, name
+
+
+_OTHER_NAME_BACKLOG = """
+INSERT INTO cairnq_tasks (id, name, queue, status, payload, attempt, max_attempts, priority,
+    run_at_ms, created_at_ms, updated_at_ms)
+SELECT 'task_other_' || g, 't.other', 'default', 'queued', '{}'::jsonb, 0, 3, g % 3, g, g, g
+FROM generate_series(1, 5000) AS g
+"""
+
+
+@pytest.mark.parametrize(
+    "fleet",
+    [
+        FleetLimits(name="t.alone", concurrency=2),
+        FleetLimits(name="t.alone", concurrency=2, keyed=True),
+        FleetLimits(name="t.alone", rate=parse_rate("100/s")),
+        FleetLimits(name="t.alone", rate=parse_rate("100/s"), keyed=True),
+    ],
+    ids=["concurrent", "concurrent_keyed", "limited", "limited_keyed"],
+)
+def test_a_claim_functions_one_plan_reads_its_names_index(store: Any, fleet: FleetLimits) -> None:
+    # The functions plan once per session. With the statistics seeing one
+    # name (another name's backlog, nothing of this one), a plan made without
+    # the name's value would read cairnq_tasks_claim_idx and filter out that
+    # whole backlog on every draw. auto_explain shows the plans the function runs.
+    if store.dialect != "postgres":
+        pytest.skip("the claim functions are PostgreSQL's")
+    conn = connections[store.alias]
+    conn.close()  # a new session: no plan cached by an earlier test
+    with conn.cursor() as cursor:
+        cursor.execute(_OTHER_NAME_BACKLOG)
+        cursor.execute("ANALYZE cairnq_tasks")
+        cursor.execute("LOAD 'auto_explain'")
+        for setting in ("log_min_duration = 0", "log_nested_statements = on", "log_level = notice"):
+            cursor.execute(f"SET auto_explain.{setting}")
+    notices: list[str] = []
+    conn.connection.add_notice_handler(lambda notice: notices.append(notice.message_primary or ""))
+    try:
+        for _ in range(3):  # past a first run, whatever the plan cache does
+            # The draw itself: a claim session's probe would find nothing due and not draw.
+            assert draw_limited(store, ["default"], "w1", 30_000, fleet, 8) == []
+    finally:
+        conn.close()
+    plans = "\n".join(notice for notice in notices if "p_name" in notice)  # the functions' own statements
+    assert "cairnq_tasks_claim_name_idx" in plans, plans
+    assert "cairnq_tasks_claim_idx " not in plans, plans

@@ -33,6 +33,9 @@ SET enable_seqscan = off
 -- Plain index scans, never bitmap ones: a settled task leaves a dead entry in cairnq_tasks_lease_idx until vacuum,
 -- and only a plain index scan marks such entries dead for the scans after it (docs/performance.md, "Fleet limits").
 SET enable_bitmapscan = off
+-- Planned once per session, not on every call: planning the statement below cost about as much as running it
+-- (docs/performance.md, "Fleet limits"). The two settings above keep that one plan on the indexes.
+SET plan_cache_mode = force_generic_plan
 AS $claim$
 #variable_conflict use_column
 BEGIN
@@ -93,7 +96,9 @@ BEGIN
             CROSS JOIN LATERAL (SELECT coalesce(t.metadata -> 'cairnq_django' ->> 'limit_key', '') AS limit_key) k
             WHERE t.queue = wanted.queue
               AND t.status = 'queued'
-              AND t.name = p_name
+              -- The BETWEEN repeats the equality so the session's one plan reads cairnq_tasks_claim_name_idx
+              -- even when the statistics see one distinct name (claim_one_queue_one_name.sql says why).
+              AND t.name = p_name AND t.name BETWEEN p_name AND p_name
               AND t.run_at_ms <= (TABLE clock)
               AND wanted.queue <> ALL(ARRAY(SELECT queue FROM cairnq_django_queue_pause))
               AND k.limit_key NOT IN (SELECT limit_key FROM room WHERE room <= 0)
@@ -114,7 +119,7 @@ BEGIN
             WHERE (SELECT count(DISTINCT limit_key) FROM ahead) < p_limit
               AND t.queue = wanted.queue
               AND t.status = 'queued'
-              AND t.name = p_name
+              AND t.name = p_name AND t.name BETWEEN p_name AND p_name
               AND t.run_at_ms <= (TABLE clock)
               AND wanted.queue <> ALL(ARRAY(SELECT queue FROM cairnq_django_queue_pause))
               AND k.limit_key NOT IN (SELECT limit_key FROM room WHERE room <= 0 UNION SELECT limit_key FROM ahead)
