@@ -323,6 +323,12 @@ def test_probe_reads_claim_and_lease_indexes(big_table: str) -> None:
         )
         assert "cairnq_tasks_claim" in plan and "cairnq_tasks_lease_idx" in plan, plan
         assert _full_scans(dialect, plan) == [], plan
+        if dialect == "postgres":
+            # A worker's claim connection keeps one plan for the probe, made without its values.
+            params = {"queues": ["default"], "names": names, "leaseless": False}
+            generic = _generic_plan("claimable_probe", params)
+            assert "cairnq_tasks_claim" in generic and "cairnq_tasks_lease_idx" in generic, generic
+            assert _full_scans(dialect, generic) == [], generic
 
 
 def test_recovery_reads_the_lease_index(big_table: str) -> None:
@@ -485,7 +491,10 @@ def test_probe_and_recovery_find_leaseless_running_rows_by_index(big_table: str)
         {"queues": _lists(dialect, ["default"]), "names": None, "leaseless": True if dialect == "postgres" else 1},
     )
     recovery = _plan(dialect, "recover_leases", {"lease_expired_error": "{}"})
-    for plan in (probe, recovery):
+    plans = [probe, recovery]
+    if dialect == "postgres":
+        plans.append(_generic_plan("claimable_probe", {"queues": ["default"], "names": None, "leaseless": True}))
+    for plan in plans:
         assert "cairnq_tasks_lease_idx" in plan and "cairnq_tasks_status_completed_idx" in plan, plan
         assert _full_scans(dialect, plan) == [], plan
 
