@@ -116,10 +116,19 @@ def client(dialect: str, db: str) -> None:
         fleet = fleet_limits(definition, {})
         store = get_store()
         worker_id = "worker_bench_probe"
-        request = ClaimRequest([QUEUE], worker_id, 30_000, [name])
+        # A worker's poll as its planner runs it (worker/planner.py): the probe
+        # (expired leases from its floor; the once-per-lease-period full check
+        # is left out), then the draw as one autocommit statement on a
+        # connection that keeps its plans. A busy worker skips the probe.
+        request = ClaimRequest(
+            [QUEUE], worker_id, 30_000, [name], probe=False, recover=False, single_draw=True, reuse_plans=True
+        )
         times, running = [], []
         for _ in range(k):
             start = _wire.now()
+            probe = store.probe_claim([QUEUE], [name], leaseless=False)
+            if not probe.any or probe.expired:
+                raise RuntimeError(f"the keyed claim's probe found {probe}: nothing due, or a lease expired")
             rows = store.claim_session(request, lambda draw: draw([name], limit, fleet)) or []
             times.append(_wire.now() - start)
             if len(rows) != limit:
