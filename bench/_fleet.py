@@ -207,7 +207,15 @@ def table_stats(conn: psycopg.Connection[Any], table: str) -> dict[str, int]:
     # Cumulative statistics are cached per transaction; autocommit reads fresh ones.
     row = conn.execute(_wire.sql("postgres", "scale_table_stats"), {"table": table}).fetchone()
     assert row is not None
-    return dict(zip(("n_live_tup", "n_dead_tup", "n_tup_upd", "n_tup_hot_upd", "total_bytes"), (int(v) for v in row)))
+    keys = ("n_live_tup", "n_dead_tup", "n_tup_upd", "n_tup_hot_upd", "total_bytes", "autovacuum_count")
+    return dict(zip(keys, (int(v) for v in row)))
+
+
+def top_statements(conn: psycopg.Connection[Any], limit: int = 12) -> list[dict[str, Any]]:
+    """The statements that took the most server time since the last ``pg_stat_statements_reset()``."""
+    rows = conn.execute(_wire.sql("postgres", "scale_top_statements"), {"limit": limit}).fetchall()
+    keys = ("calls", "total_ms", "mean_ms", "max_ms", "rows", "blocks", "blocks_read", "query")
+    return [dict(zip(keys, row)) for row in rows]
 
 
 def load() -> list[float]:

@@ -69,6 +69,8 @@ class Bench:
         _fleet.migrate(_fleet.project_env(self.db_url), self.logs / "migrate.log")
         with _fleet.connect(self.dsn) as conn:
             conn.execute(_wire.sql("postgres", "scale_runs_create"))
+            if self.args.statements:
+                conn.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
 
     def reset(self, conn: Any) -> None:
         """Empty the queue and the run log and vacuum, so every run starts from the same table."""
@@ -112,7 +114,10 @@ class Bench:
         self, conn: Any, fleet: _fleet.Fleet, timeout: float, clients: _fleet.Clients | _Feeding | None = None
     ) -> float:
         deadline = time.monotonic() + timeout
-        while self.live(conn) or (clients is not None and not clients.done()):
+        # The clients first: while they still submit, the queue cannot be
+        # drained, and under a held snapshot each read of the queue walks
+        # every task claimed since (one every 10 ms took a third of a core).
+        while (clients is not None and not clients.done()) or self.live(conn):
             if time.monotonic() > deadline:
                 raise TimeoutError(f"not drained within {timeout:.0f}s: {self.counts(conn)}")
             fleet.check_alive()
@@ -345,6 +350,8 @@ class Bench:
                         pin.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
                         pin.execute("SELECT 1")  # takes the snapshot; the session then sits idle in it
                     before = _fleet.table_stats(conn, "cairnq_tasks")
+                    if self.args.statements:
+                        conn.execute("SELECT pg_stat_statements_reset()")
                     probe.go()
                     t0 = time.monotonic()
                     feeder = threading.Thread(target=self.feed, args=(t,), daemon=True)
@@ -356,6 +363,7 @@ class Bench:
                     answers = probe.results()
                     time.sleep(1.2)
                     after = _fleet.table_stats(conn, "cairnq_tasks")
+                    statements = _fleet.top_statements(conn) if self.args.statements else []
                     held_xmin = None
                     if pin is not None:
                         row = conn.execute(_wire.sql("postgres", "scale_pinned_xmin")).fetchone()
@@ -382,14 +390,23 @@ class Bench:
                 "dead_tuple_growth": after["n_dead_tup"] - before["n_dead_tup"],
                 "size_growth_bytes": after["total_bytes"] - before["total_bytes"],
                 "idle_in_transaction_with_xmin": held_xmin,
+                "autovacuum_runs": after["autovacuum_count"] - before["autovacuum_count"],
+                "statements": statements,
                 "exit_codes": codes,
             }
             self.result[mode] = run
             self.say(
                 f"  {mode}: {run['tasks_per_s']:,.0f} tasks/s; claim p50 {run['claim_probe']['p50_ms']:.2f} ms, "
                 f"p95 {run['claim_probe']['p95_ms']:.2f} ms ({len(claims)} claims); dead tuples "
-                f"+{run['dead_tuple_growth']:,}, table +{run['size_growth_bytes'] / 1e6:.1f} MB"
+                f"+{run['dead_tuple_growth']:,}, table +{run['size_growth_bytes'] / 1e6:.1f} MB, "
+                f"{run['autovacuum_runs']} autovacuum runs"
             )
+            for row in statements[:8]:
+                title = row["query"].splitlines()[0][:90]
+                self.say(
+                    f"    {row['total_ms'] / 1000:7.1f} s  {row['calls']:>8,} calls  {row['mean_ms']:7.3f} ms mean  "
+                    f"{row['blocks'] / max(1, row['calls']):8.1f} blocks/call  {title}"
+                )
         base, held_run = self.result["baseline"], self.result["held"]
         self.result["rate_ratio"] = held_run["tasks_per_s"] / base["tasks_per_s"]
         self.say(f"held / baseline drain rate {self.result['rate_ratio']:.2f}x (target >= 0.7x)")
@@ -465,6 +482,11 @@ def main() -> None:
     )
     parser.add_argument(
         "--flow-s", type=float, default=0.0, help="xmin: spread the tasks evenly over this many seconds (0: a backlog)"
+    )
+    parser.add_argument(
+        "--statements",
+        action="store_true",
+        help="xmin: report each run's statements by server time (needs pg_stat_statements preloaded on the server)",
     )
     args = parser.parse_args()
     bench = Bench(args)
