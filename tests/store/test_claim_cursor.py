@@ -352,32 +352,6 @@ def test_under_a_pinned_snapshot_a_probe_skips_the_leases_that_ran_out_before_it
         pin.close()
 
 
-def test_under_a_pinned_snapshot_the_next_due_time_does_not_read_the_rows_claimed_before_it(pg_store: Any) -> None:
-    # An idle worker asks when the next task is due after every empty poll.
-    # The entries a held snapshot keeps are all of rows that were due when
-    # claimed: the walk tests "not yet due" on each entry, so it never reads
-    # their rows (it read every one: 22 ms a call in fleet_scale.py xmin).
-    pin = pinned_snapshot()
-    try:
-        submit_many(pg_store, 3_000, queue="pinned_due")
-        pg_store.submit_many([SubmitSpec(name="job", payload_json="{}", queue="pinned_due", delay_ms=3_600_000)])
-        claimed = 0
-        while claimed < 3_000:
-            claimed += len(pg_store.claim(["pinned_due"], "w1", limit=100, lease_ms=LEASE_MS))
-        due = pg_store.next_due(["pinned_due"], ["job"])
-        assert due is not None and due[1] == "job" and 3_590_000 < due[0] <= 3_600_000, due
-        params = {"queues": ["pinned_due"], "names": ["job"], "max_steps": 64}
-        with connection.cursor() as cursor:
-            cursor.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + load("postgres", "next_run_at"), params)
-            plan = cursor.fetchone()[0]
-        root = plan[0]["Plan"] if isinstance(plan, list) else plan
-        buffers = int(root["Shared Hit Blocks"]) + int(root["Shared Read Blocks"])
-        # 42 here; reading each claimed row's version read 616.
-        assert buffers < 300, buffers
-    finally:
-        pin.close()
-
-
 def test_an_expired_lease_is_found_by_the_next_probe_and_an_older_one_by_the_full_probe(pg_store: Any) -> None:
     submit_many(pg_store, 1, queue="leases")
     assert not pg_store.probe_claim(["leases"], None, leaseless=False).expired  # sets the floor
