@@ -122,8 +122,13 @@ class ClaimCursors:
         wanted = frozenset(names)
         now = self._clock()
         with self._lock:
-            entries = [(key, position) for key, position in self._positions.items() if key[0] in queues]
             owns = {queue: self._positions.get((queue, wanted)) for queue in queues}
+            # Every cursor is read only for a queue the probe has none of yet (its first probes).
+            entries = (
+                [(key, position) for key, position in self._positions.items() if key[0] in queues]
+                if any(own is None for own in owns.values())
+                else []
+            )
         starts = []
         for queue in queues:
             own = owns[queue]
