@@ -164,9 +164,12 @@ def _from_head(sql: str, params: dict[str, Any]) -> dict[str, Any]:
     return {**statement_params([Start.head(q) for q in queues]), "expired_from_ms": HEAD_RUN_AT_MS, **params}
 
 
-def _generic_plan(name: str, params: dict[str, Any]) -> str:
+def _generic_plan(name: str, params: dict[str, Any], *, claim_connection: bool = False) -> str:
     """PostgreSQL's plan for statement ``name`` made without its values, as a
-    worker's claim connection keeps it (reuse_claim_plans.sql)."""
+    worker's claim connection keeps it (reuse_claim_plans.sql).
+
+    ``claim_connection`` plans it under all of that connection's settings,
+    not only the generic plan."""
     sql = load("postgres", name)
     order: list[str] = []
 
@@ -180,7 +183,10 @@ def _generic_plan(name: str, params: dict[str, Any]) -> str:
         params = {"synchronous_commit": None, **params}
     params = _from_head(sql, params)
     with connection.cursor() as cursor:
-        cursor.execute("SET plan_cache_mode = force_generic_plan")
+        if claim_connection:
+            cursor.execute(load("postgres", "reuse_claim_plans"))
+        else:
+            cursor.execute("SET plan_cache_mode = force_generic_plan")
         try:
             cursor.execute("PREPARE cairnq_generic AS " + text.replace("%", "%%"))
             values = ", ".join(["%s"] * len(order))
@@ -188,7 +194,8 @@ def _generic_plan(name: str, params: dict[str, Any]) -> str:
             plan = "\n".join(row[0] for row in cursor.fetchall())
             cursor.execute("DEALLOCATE cairnq_generic")
         finally:
-            cursor.execute("RESET plan_cache_mode")
+            for setting in ("plan_cache_mode", "enable_seqscan", "enable_sort", "jit"):
+                cursor.execute(f"RESET {setting}")
     return plan
 
 
@@ -246,7 +253,7 @@ def test_claims_read_the_claim_indexes(
     if dialect == "postgres":
         # A worker's connection plans each claim once, without its values:
         # that plan must read the claim indexes just the same.
-        generic = _generic_plan(statement, params)
+        generic = _generic_plan(statement, params, claim_connection=True)
         assert index in generic, generic
         assert _full_scans(dialect, generic) == [], generic
         assert "Tid Scan on cairnq_tasks t" in generic, generic
@@ -308,7 +315,7 @@ def test_one_name_claims_read_their_name_when_the_table_holds_one_other_name(
         params["queue"] = "default"
     else:
         params["queues"] = ["default", "other"]
-    generic = _generic_plan(statement, params)
+    generic = _generic_plan(statement, params, claim_connection=True)
     assert "cairnq_tasks_claim_name_idx" in generic, generic
     assert "cairnq_tasks_claim_idx" not in generic, generic
 
@@ -326,9 +333,49 @@ def test_probe_reads_claim_and_lease_indexes(big_table: str) -> None:
         if dialect == "postgres":
             # A worker's claim connection keeps one plan for the probe, made without its values.
             params = {"queues": ["default"], "names": names, "leaseless": False}
-            generic = _generic_plan("claimable_probe", params)
+            generic = _generic_plan("claimable_probe", params, claim_connection=True)
             assert "cairnq_tasks_claim" in generic and "cairnq_tasks_lease_idx" in generic, generic
             assert _full_scans(dialect, generic) == [], generic
+
+
+def test_idle_polls_keep_to_sort_free_indexes_when_analyzed_with_only_finished_rows(
+    store: Any, dialect: str
+) -> None:
+    # A table analyzed while it held only finished rows (a quiet night, then a
+    # burst) makes the planner count one 'running' and one 'queued' row. Then
+    # reading cairnq_tasks_status_completed_idx by status and sorting looks
+    # cheapest; under a held snapshot that walks every running or queued
+    # version the table ever had. The claim connection's plans must keep to
+    # the indexes whose order the statement asks for.
+    if dialect != "postgres":
+        pytest.skip("generic plans and planner statistics are PostgreSQL's")
+    now = store.now_ms()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _PG_FILL,
+            {"kind": "done", "status": "succeeded", "worker": None, "n": 20_000, "run_at": now - 900_000, "now": now},
+        )
+        cursor.execute("ANALYZE cairnq_tasks")
+        for kind, status, worker, run_at in (("run", "running", "w-busy", now - 10_000), ("later", "queued", None, now + 60_000)):
+            cursor.execute(
+                _PG_FILL, {"kind": kind, "status": status, "worker": worker, "n": 3_000, "run_at": run_at, "now": now}
+            )
+    for names in (None, ["a"], ["a", "b"]):
+        probe = _generic_plan(
+            "claimable_probe", {"queues": ["default"], "names": names, "leaseless": False}, claim_connection=True
+        )
+        assert "cairnq_tasks_lease_idx" in probe and "Sort" not in probe, probe
+    walk = _generic_plan(
+        "next_run_at", {"queues": ["default"], "names": ["a", "b"], "max_steps": 64}, claim_connection=True
+    )
+    assert "cairnq_tasks_claim_name_idx" in walk and "cairnq_tasks_status_completed_idx" not in walk, walk
+    # Its one sort, of the walk's own rows, is costed past jit_above_cost under
+    # enable_sort = off: the connection must not compile it on every idle poll.
+    assert "JIT" not in walk and "JIT" not in probe, walk
+    # The answers stand: nothing due, a lease ten minutes away, the backlog a minute ahead.
+    assert not store.has_claimable(["default"], ["a"])
+    due = store.next_due(["default"], ["a", "b"])
+    assert due is not None and 50_000 < due[0] <= 60_001, due
 
 
 def test_recovery_reads_the_lease_index(big_table: str) -> None:
@@ -375,7 +422,7 @@ def test_next_run_at_walks_the_claim_name_index(store: Any, big_table: str) -> N
     assert "cairnq_tasks_name_idx" not in plan, plan
     assert [line for line in _full_scans(dialect, plan) if "walk" not in line] == [], plan
     if dialect == "postgres":
-        generic = _generic_plan("next_run_at", params)
+        generic = _generic_plan("next_run_at", params, claim_connection=True)
         assert "cairnq_tasks_claim_name_idx" in generic and _full_scans(dialect, generic) == [], generic
     # The due rows are the claim's; the earliest waiting row is "later" + 1 or 2
     # (g = 1 is name 'b', g = 2 name 'a'), an hour ahead.
@@ -493,7 +540,7 @@ def test_probe_and_recovery_find_leaseless_running_rows_by_index(big_table: str)
     recovery = _plan(dialect, "recover_leases", {"lease_expired_error": "{}"})
     plans = [probe, recovery]
     if dialect == "postgres":
-        plans.append(_generic_plan("claimable_probe", {"queues": ["default"], "names": None, "leaseless": True}))
+        plans.append(_generic_plan("claimable_probe", {"queues": ["default"], "names": None, "leaseless": True}, claim_connection=True))
     for plan in plans:
         assert "cairnq_tasks_lease_idx" in plan and "cairnq_tasks_status_completed_idx" in plan, plan
         assert _full_scans(dialect, plan) == [], plan

@@ -7,19 +7,21 @@ WITH clock AS MATERIALIZED (
     SELECT (extract(epoch from clock_timestamp()) * 1000)::bigint AS now_ms
 ),
 expired AS MATERIALIZED (
-    SELECT EXISTS (
+    SELECT (
         -- From expired_from_ms (claim_cursor.ExpiryFloor): the older entries are settled tasks'
         -- running versions, which a held snapshot keeps. The ORDER BY keeps the planner on
-        -- cairnq_tasks_lease_idx, the one index whose range that bound narrows.
-        SELECT 1 FROM cairnq_tasks
+        -- cairnq_tasks_lease_idx, the one index whose range that bound narrows; a scalar
+        -- subquery, because an EXISTS would drop the ORDER BY and LIMIT.
+        SELECT lease_until_ms FROM cairnq_tasks
         WHERE status = 'running'
           AND lease_until_ms IS NOT NULL
           AND lease_until_ms >= %(expired_from_ms)s
           AND lease_until_ms <= (SELECT now_ms FROM clock)
         ORDER BY lease_until_ms
         LIMIT 1
+    ) IS NOT NULL
     -- Running rows without a lease (a foreign writer), read by cairnq_tasks_status_completed_idx.
-    ) OR (%(leaseless)s::boolean AND EXISTS (
+    OR (%(leaseless)s::boolean AND EXISTS (
         SELECT 1 FROM (
             SELECT 1 FROM cairnq_tasks
             WHERE status = 'running'
