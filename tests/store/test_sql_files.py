@@ -24,6 +24,7 @@ from cairnq_django.store.postgres.claim_cursor import HEAD_RUN_AT_MS, Start, sta
 from cairnq_django.store.sqlite.large_rows import step_sql
 from cairnq_django.store.sql_files import DIALECTS, load, statement, statement_names
 from cairnq_django.store.sqlite.store import _LARGE_ROW_STEPS
+from tests.store.plans import explain_generic
 
 PLACEHOLDER = re.compile(r"%\((\w+)\)s")
 
@@ -152,9 +153,6 @@ def _plan_sql(dialect: str, sql: str, params: dict[str, Any]) -> str:
         return "\n".join(row[0] for row in cursor.fetchall())
 
 
-_PLACEHOLDER = re.compile(r"%\((\w+)\)s")
-
-
 def _from_head(sql: str, params: dict[str, Any]) -> dict[str, Any]:
     """Claim and probe parameters that read each queue from its head (a process's first claim)."""
     if "%(from_priorit" not in sql:
@@ -165,38 +163,11 @@ def _from_head(sql: str, params: dict[str, Any]) -> dict[str, Any]:
 
 
 def _generic_plan(name: str, params: dict[str, Any], *, claim_connection: bool = False) -> str:
-    """PostgreSQL's plan for statement ``name`` made without its values, as a
-    worker's claim connection keeps it (reuse_claim_plans.sql).
-
-    ``claim_connection`` plans it under all of that connection's settings,
-    not only the generic plan."""
+    """PostgreSQL's plan for statement ``name`` made without its values (see tests/store/plans.py)."""
     sql = load("postgres", name)
-    order: list[str] = []
-
-    def numbered(match: re.Match[str]) -> str:
-        if match.group(1) not in order:
-            order.append(match.group(1))
-        return f"${order.index(match.group(1)) + 1}"
-
-    text = _PLACEHOLDER.sub(numbered, sql)
-    if "synchronous_commit" in order:
+    if "%(synchronous_commit)s" in sql:
         params = {"synchronous_commit": None, **params}
-    params = _from_head(sql, params)
-    with connection.cursor() as cursor:
-        if claim_connection:
-            cursor.execute(load("postgres", "reuse_claim_plans"))
-        else:
-            cursor.execute("SET plan_cache_mode = force_generic_plan")
-        try:
-            cursor.execute("PREPARE cairnq_generic AS " + text.replace("%", "%%"))
-            values = ", ".join(["%s"] * len(order))
-            cursor.execute(f"EXPLAIN EXECUTE cairnq_generic({values})", [params[key] for key in order])
-            plan = "\n".join(row[0] for row in cursor.fetchall())
-            cursor.execute("DEALLOCATE cairnq_generic")
-        finally:
-            for setting in ("plan_cache_mode", "enable_seqscan", "enable_sort", "jit"):
-                cursor.execute(f"RESET {setting}")
-    return plan
+    return str(explain_generic(name, _from_head(sql, params), claim_connection=claim_connection))
 
 
 def _full_scans(dialect: str, plan: str) -> list[str]:
