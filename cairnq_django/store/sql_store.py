@@ -490,6 +490,8 @@ class SQLStore(Store):
             "name": rule.name,
             "limit": limit,
             "from_ms": from_ms,
+            # Relaxed as a claim's is (purge.sql says why), never inside the caller's transaction.
+            **self._claim_commit(not self._in_transaction()),
         }
         rows = self._run(lambda: self._rows("purge", params))
         completed = [row["completed_at_ms"] for row in rows]
