@@ -309,28 +309,36 @@ def test_probe_reads_claim_and_lease_indexes(big_table: str) -> None:
             assert _full_scans(dialect, generic) == [], generic
 
 
-def test_idle_polls_keep_to_sort_free_indexes_when_analyzed_with_only_finished_rows(
-    store: Any, dialect: str
-) -> None:
-    # A table analyzed while it held only finished rows (a quiet night, then a
-    # burst) makes the planner count one 'running' and one 'queued' row. Then
-    # reading cairnq_tasks_status_completed_idx by status and sorting looks
-    # cheapest; under a held snapshot that walks every running or queued
-    # version the table ever had. The claim connection's plans must keep to
-    # the indexes whose order the statement asks for.
+@pytest.fixture
+def analyzed_with_only_finished_rows(store: Any, dialect: str) -> int:
+    """Statistics taken while the table held only finished rows (a quiet night),
+    then a burst: 3,000 running (worker w1) and 3,000 queued a minute ahead.
+
+    The planner then counts one 'running' and one 'queued' row, and reading
+    cairnq_tasks_status_completed_idx by status looks cheapest; under a held
+    snapshot that walks every running or queued version the table ever had.
+    """
     if dialect != "postgres":
-        pytest.skip("generic plans and planner statistics are PostgreSQL's")
-    now = store.now_ms()
+        pytest.skip("planner statistics are PostgreSQL's")
+    now = int(store.now_ms())
     with connection.cursor() as cursor:
         cursor.execute(
             _PG_FILL,
             {"kind": "done", "status": "succeeded", "worker": None, "n": 20_000, "run_at": now - 900_000, "now": now},
         )
         cursor.execute("ANALYZE cairnq_tasks")
-        for kind, status, worker, run_at in (("run", "running", "w-busy", now - 10_000), ("later", "queued", None, now + 60_000)):
+        for kind, status, worker, run_at in (("run", "running", "w1", now - 10_000), ("later", "queued", None, now + 60_000)):
             cursor.execute(
                 _PG_FILL, {"kind": kind, "status": status, "worker": worker, "n": 3_000, "run_at": run_at, "now": now}
             )
+    return now
+
+
+def test_idle_polls_keep_to_sort_free_indexes_when_analyzed_with_only_finished_rows(
+    store: Any, analyzed_with_only_finished_rows: int
+) -> None:
+    # The claim connection's plans must keep to the indexes whose order the
+    # statement asks for, whatever the statistics say.
     for names in (None, ["a"], ["a", "b"]):
         probe = _generic_plan(
             "claimable_probe", {"queues": ["default"], "names": names, "leaseless": False}, claim_connection=True
@@ -369,24 +377,12 @@ SETTLEMENTS = [
 
 @pytest.mark.parametrize(("statement", "extra"), SETTLEMENTS)
 def test_settlements_find_their_rows_by_id_when_analyzed_with_only_finished_rows(
-    store: Any, dialect: str, statement: str, extra: dict[str, Any]
+    analyzed_with_only_finished_rows: int, statement: str, extra: dict[str, Any]
 ) -> None:
-    # Statistics taken while no task ran count one 'running' row, and the
-    # planner then reads the status index's (or the lease index's) running
-    # entries and filters by id. Under a held snapshot those are every task
-    # run since: 4,035 buffers, 17.5 ms, a completion in fleet_scale.py xmin.
-    if dialect != "postgres":
-        pytest.skip("planner statistics are PostgreSQL's")
-    now = store.now_ms()
-    with connection.cursor() as cursor:
-        cursor.execute(
-            _PG_FILL,
-            {"kind": "done", "status": "succeeded", "worker": None, "n": 20_000, "run_at": now - 900_000, "now": now},
-        )
-        cursor.execute("ANALYZE cairnq_tasks")
-        cursor.execute(
-            _PG_FILL, {"kind": "run", "status": "running", "worker": "w1", "n": 3_000, "run_at": now - 10_000, "now": now}
-        )
+    # Planned per call on the settler's connection: they must go by id, not
+    # read the status (or lease) index's running entries and filter by id.
+    # Under a held snapshot those are every task run since: 4,035 buffers,
+    # 17.5 ms, a completion in fleet_scale.py xmin.
     params = {"ids": ["task_fill_run_1", "task_fill_run_2"], "worker_id": "w1", **extra}
     with connection.cursor() as cursor:
         cursor.execute("BEGIN")
