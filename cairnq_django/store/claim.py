@@ -129,7 +129,7 @@ def draw(
         "worker_id": worker_id,
         "lease_ms": lease_ms,
         "limit": limit,
-        **store._claim_commit(relaxed),
+        **store._commit_mode(relaxed),
     }
     wanted = None if names is None else list(dict.fromkeys(names))
     one_name = wanted is not None and len(wanted) == 1
@@ -200,7 +200,7 @@ def draw_limited(
         "resource_capacity": fleet.resource_capacity,
         "scan": max(limit, KEYED_SCAN_ROWS) if fleet.keyed else limit,
         "head": min(max(limit, KEYED_SCAN_ROWS), KEYED_HEAD_ROWS_PER_ROW * limit),
-        **store._claim_commit(relaxed),
+        **store._commit_mode(relaxed),
     }
     rows = decode_rows(defer_large_payloads(store._limited_rows(params, fleet)))
     return [task_from_row(store.alias, row) for row in rows]

@@ -117,8 +117,8 @@ class SQLStore(Store):
     def _complete_many_params(self, items: builtins.list[tuple[str, str | None]]) -> dict[str, Any]:
         raise NotImplementedError
 
-    def _claim_commit(self, relaxed: bool) -> dict[str, Any]:
-        """Extra parameters of claim statements: how their commit waits (PostgreSQL only)."""
+    def _commit_mode(self, relaxed: bool) -> dict[str, Any]:
+        """Extra parameters of the statements that set how their own commit waits: claims, recovery, purge (PostgreSQL only)."""
         return {}
 
     def _reuse_claim_plans(self) -> None:
@@ -491,7 +491,7 @@ class SQLStore(Store):
             "limit": limit,
             "from_ms": from_ms,
             # Relaxed as a claim's is (purge.sql says why), never inside the caller's transaction.
-            **self._claim_commit(not self._in_transaction()),
+            **self._commit_mode(not self._in_transaction()),
         }
         rows = self._run(lambda: self._rows("purge", params))
         completed = [row["completed_at_ms"] for row in rows]
@@ -505,7 +505,7 @@ class SQLStore(Store):
         return self.probe_claim(queues, names).any
 
     def _recover(self, relaxed: bool = False) -> builtins.list[Recovered]:
-        params = {"lease_expired_error": _payload.encode(LEASE_EXPIRED_ERROR), **self._claim_commit(relaxed)}
+        params = {"lease_expired_error": _payload.encode(LEASE_EXPIRED_ERROR), **self._commit_mode(relaxed)}
         return [
             Recovered(task_id=row["id"], queue=row["queue"], name=row["name"], status=row["status"])
             for row in self._rows("recover_leases", params)

@@ -15,7 +15,8 @@ from django.db import connection
 from cairnq_django.store.sql_files import load
 
 _PLACEHOLDER = re.compile(r"%\((\w+)\)s")
-_CLAIM_CONNECTION_SETTINGS = ("plan_cache_mode", "enable_seqscan", "enable_sort", "jit")
+# What reuse_claim_plans.sql sets, read from it, so the reset below undoes exactly that.
+_CLAIM_CONNECTION_SETTINGS = tuple(re.findall(r"set_config\('(\w+)'", load("postgres", "reuse_claim_plans")))
 
 
 def explain_generic(name: str, params: dict[str, Any], *, claim_connection: bool = False, analyze: bool = False) -> Any:

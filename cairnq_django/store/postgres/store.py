@@ -249,7 +249,7 @@ class PostgresStore(SQLStore):
         claim = "claim_concurrent" if fleet.counts_running_tasks else "claim_limited"
         return self._rows(f"{claim}_keyed" if fleet.keyed else claim, params)
 
-    def _claim_commit(self, relaxed: bool) -> dict[str, Any]:
+    def _commit_mode(self, relaxed: bool) -> dict[str, Any]:
         # None keeps the session's own setting (set_config with its current value).
         return {"synchronous_commit": "off" if relaxed else None}
 

@@ -29,9 +29,7 @@ SET status = CASE
 FROM unnest(%(ids)s::text[], %(errors)s::text[], %(retryable)s::boolean[], %(delays)s::bigint[])
     AS f(id, error, retryable, delay_ms)
 WHERE t.id = f.id
--- IS TRUE makes the status test no index condition: the rows are found by id (the primary key),
--- never through the 'running' entries of the status or lease index, which a held snapshot
--- fills with every task run since and statistics taken while none ran count as one row.
+-- IS TRUE: no index condition, so the rows are found by id (complete_many.sql says why).
   AND (t.status = 'running') IS TRUE
   AND t.worker_id = %(worker_id)s
   AND t.lease_until_ms > (extract(epoch from now()) * 1000)::bigint

@@ -15,9 +15,7 @@ SET status = CASE WHEN cancel_requested_at_ms IS NOT NULL THEN 'canceled' ELSE '
                    ELSE greatest(attempt - 1, 0) END,
     updated_at_ms = (extract(epoch from now()) * 1000)::bigint
 WHERE id = ANY(%(ids)s::text[])
--- IS TRUE makes the status test no index condition: the rows are found by id (the primary key),
--- never through the 'running' entries of the status or lease index, which a held snapshot
--- fills with every task run since and statistics taken while none ran count as one row.
+-- IS TRUE: no index condition, so the rows are found by id (complete_many.sql says why).
   AND (status = 'running') IS TRUE
   AND worker_id = %(worker_id)s
   AND lease_until_ms > (extract(epoch from now()) * 1000)::bigint

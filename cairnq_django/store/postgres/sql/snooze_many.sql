@@ -18,9 +18,7 @@ SET status = CASE WHEN t.cancel_requested_at_ms IS NOT NULL THEN 'canceled' ELSE
     updated_at_ms = (extract(epoch from now()) * 1000)::bigint
 FROM unnest(%(ids)s::text[], %(delays)s::bigint[]) AS s(id, delay_ms)
 WHERE t.id = s.id
--- IS TRUE makes the status test no index condition: the rows are found by id (the primary key),
--- never through the 'running' entries of the status or lease index, which a held snapshot
--- fills with every task run since and statistics taken while none ran count as one row.
+-- IS TRUE: no index condition, so the rows are found by id (complete_many.sql says why).
   AND (t.status = 'running') IS TRUE
   AND t.worker_id = %(worker_id)s
   AND t.lease_until_ms > (extract(epoch from now()) * 1000)::bigint
