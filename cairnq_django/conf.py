@@ -33,6 +33,9 @@ DEFAULTS: dict[str, Any] = {
     "MAX_RUN_MS": None,
     # Cap on rows one claim draw may request; None means no cap.
     "CLAIM_BATCH": None,
+    # Calls a worker may claim beyond its free slots, to run as slots free:
+    # 0 means none (docs/worker.md#claiming-ahead).
+    "CLAIM_AHEAD": 0,
     # Payload byte budget for calls in flight; None means no budget.
     "MAX_IN_FLIGHT_BYTES": None,
     # Largest payload submit accepts (UTF-8 bytes of its JSON); None means no limit.
@@ -132,6 +135,7 @@ NUMBERS: dict[str, tuple[bounds.IntRange, bool]] = {
     "POLL_INTERVAL_MS": (bounds.TIMER_MS, False),
     "MAX_RUN_MS": (bounds.TIMER_MS, True),
     "CLAIM_BATCH": (bounds.COUNT, True),
+    "CLAIM_AHEAD": (bounds.CLAIM_AHEAD, False),
     "MAX_IN_FLIGHT_BYTES": (bounds.BIG_COUNT, True),
     "MAX_PAYLOAD_BYTES": (bounds.BIG_COUNT, True),
     "RETRY_BACKOFF_MS": (bounds.BACKOFF_MS, False),

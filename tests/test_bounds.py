@@ -278,6 +278,7 @@ def test_stats_command_refuses_unstorable_queue(cairnq_db: Any) -> None:
         ("--concurrency", 1, bounds.MAX_CONCURRENCY),
         ("--max-run-ms", 1, bounds.MAX_TIMER_MS),
         ("--claim-batch", 1, INT4_MAX),
+        ("--claim-ahead", 0, bounds.MAX_CONCURRENCY),
         ("--poll-interval-ms", 1, bounds.MAX_TIMER_MS),
         ("--max-in-flight-bytes", 1, INT8_MAX),
         ("--retry-backoff-ms", 0, bounds.MAX_TIMER_MS),

@@ -141,6 +141,8 @@ def test_lease_shorter_than_three_heartbeats_is_e004(config: dict[str, Any], exp
         {"HEARTBEAT_INTERVAL_MS": 0},
         {"MAX_RUN_MS": 0},
         {"CLAIM_BATCH": 2.5},
+        {"CLAIM_AHEAD": -1},
+        {"CLAIM_AHEAD": None},
         {"MAX_IN_FLIGHT_BYTES": -1},
         {"RETRY_BACKOFF_MS": -1},
         {"DRAIN_TIMEOUT": "soon"},

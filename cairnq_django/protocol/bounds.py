@@ -89,6 +89,7 @@ TIMER_MS = IntRange(1, MAX_TIMER_MS)
 BACKOFF_MS = IntRange(0, MAX_TIMER_MS)
 WAIT_MS = IntRange(0, MAX_TIMER_MS)
 COUNT = IntRange(1, INT4_MAX)  # claim batch, a resource's capacity
+CLAIM_AHEAD = IntRange(0, MAX_CONCURRENCY)  # calls a worker may hold beyond its concurrency
 BIG_COUNT = IntRange(1, INT8_MAX)  # --max-tasks, byte budgets
 
 

@@ -33,6 +33,11 @@ class Source:
     fleet: FleetLimits | None = None
 
     @property
+    def restricted(self) -> bool:
+        """Whether a limit of the source's own caps its calls (it never claims ahead)."""
+        return self.concurrency is not None or self.resource is not None or self.fleet is not None
+
+    @property
     def key(self) -> str | None:
         return self.names[0] if self.concurrency is not None else None
 
@@ -45,6 +50,11 @@ class Budgets:
     resources: dict[str, int] = field(default_factory=dict)
     claim_batch: int | None = None
     max_in_flight_bytes: int | None = None
+    # Calls claimed beyond ``concurrency`` (CLAIM_AHEAD): they wait in the
+    # executor until a slot frees. Only a source with no limit of its own
+    # (per-name concurrency, a resource, a fleet limit) claims ahead: its
+    # tasks hold their slot and their lease while they wait.
+    ahead: int = 0
     calls: int = 0
     bytes: int = 0
     by_name: dict[str, int] = field(default_factory=dict)
@@ -57,7 +67,8 @@ class Budgets:
 
     # ---- reading (claim loop) -------------------------------------------
     def free(self) -> int:
-        return self.concurrency - self.calls
+        """Calls the next claim may take: the free slots, and ``ahead`` more."""
+        return self.concurrency + self.ahead - self.calls
 
     def must_wait(self) -> bool:
         """True when something runs and either no call slot is free or the byte budget is spent.
@@ -67,20 +78,25 @@ class Budgets:
         """
         if self.calls == 0:
             return False
-        if self.calls >= self.concurrency:
+        # Claiming ahead refills only once every claimed call has started, so
+        # one claim brings ``ahead`` calls instead of one claim per freed slot.
+        if self.calls >= self.concurrency + (1 if self.ahead else 0):
             return True
         return (
             self.max_in_flight_bytes is not None
             and self.bytes >= self.max_in_flight_bytes
         )
 
-    def source_ceiling(self, source: Source, taken: dict[str, int]) -> int | None:
+    def source_ceiling(self, source: Source, taken: dict[str, int], drawn: int = 0) -> int | None:
         """Return the source's own call ceiling this poll, or None if only ``free`` applies.
 
-        ``taken`` holds resource units earlier draws of the same poll already
-        took: the counters only move when calls start, after the plan returns.
+        ``taken`` holds resource units and ``drawn`` the calls earlier draws of
+        the same poll already took: the counters only move when calls start,
+        after the plan returns.
         """
         limits: list[int] = []
+        if self.ahead and source.restricted:
+            limits.append(max(0, self.concurrency - self.calls - drawn))
         if self.claim_batch is not None:
             limits.append(max(1, self.claim_batch // source.batch))
         if source.concurrency is not None:

@@ -6,6 +6,12 @@ connections). Each handler thread applies Django's request-style connection
 policy (``close_old_connections``) before and after every call and closes its
 connection when it exits.
 
+A call claimed ahead (``CLAIM_AHEAD``) waits for a free slot: a handler
+thread, or for an async handler a place under the concurrency. Its clock
+(duration, ``max_run_ms``) starts when its handler does, one taken back
+before that (``take_back(unstarted=True)``) never runs, and one whose every
+task was canceled meanwhile is settled without running (cancel wins).
+
 ``max_run_ms`` bounds a whole call: at the deadline every context of the call
 is flagged lease-lost (the abandoned handler can no longer write), async
 handlers are cancelled, a sync handler's thread is abandoned and replaced, and
@@ -60,6 +66,7 @@ class Call:
 
     __slots__ = (
         "attempts",
+        "begun",
         "deadline",
         "definition",
         "ended",
@@ -85,6 +92,8 @@ class Call:
         self.ended = 0.0
         self.deadline: float | None = None
         self.state = RUNNING
+        # Set when a slot took the call and its handler began (see Executor._begin).
+        self.begun = False
         self.future: Future[Any] | None = None
 
     @property
@@ -93,6 +102,8 @@ class Call:
 
     @property
     def duration_ms(self) -> int:
+        if not self.started:
+            return 0  # never begun: taken back while it waited for a slot
         end = self.ended or time.monotonic()
         return int((end - self.started) * 1000)
 
@@ -155,6 +166,8 @@ class Executor:
         self.zombie_cap = max(8, 2 * concurrency)
         self.on_fatal: Callable[[str], None] = lambda reason: None
         self._loop: asyncio.AbstractEventLoop | None = None
+        # Async calls past ``concurrency`` (claimed ahead) wait here for a place.
+        self._async_slots: asyncio.Semaphore | None = None
         self._loop_thread: threading.Thread | None = None
         self.db_executor: _DbThreadPool | None = None
         self._deadlines: list[tuple[float, int, Call]] = []
@@ -176,6 +189,7 @@ class Executor:
                 self.alias, self.application_name, self.concurrency + 1
             )
             self._loop = asyncio.new_event_loop()
+            self._async_slots = asyncio.Semaphore(self.concurrency)
             self._loop_thread = threading.Thread(
                 target=self._loop.run_forever,
                 name=f"{self.application_name}:async",
@@ -222,12 +236,6 @@ class Executor:
     def submit(self, call: Call) -> None:
         with self._open_cond:
             self._open += 1
-        call.started = time.monotonic()
-        if self.max_run_ms is not None:
-            call.deadline = call.started + self.max_run_ms / 1000
-            with self._deadline_cond:
-                heapq.heappush(self._deadlines, (call.deadline, id(call), call))
-                self._deadline_cond.notify()
         if call.definition is not None and call.definition.is_async:
             assert self._loop is not None
             call.future = asyncio.run_coroutine_threadsafe(
@@ -243,8 +251,10 @@ class Executor:
                 call = self._work.get()
                 if call is None:
                     return
-                if call.state == HANDED_BACK:
+                if not self._begin(call):
                     continue  # released at shutdown before a thread took it
+                if self._canceled_before_start(call):
+                    continue
                 self._run_sync(call)
                 if call.state == ABANDONED:
                     # A replacement thread took this one's place when the call
@@ -254,6 +264,33 @@ class Executor:
                     return
         finally:
             _db.close_quietly(self.alias)
+
+    def _begin(self, call: Call) -> bool:
+        """Start ``call``'s clock as a slot takes it; False if it was taken back first."""
+        with self._lock:
+            if call.state != RUNNING:
+                return False
+            call.begun = True
+        call.started = time.monotonic()
+        if self.max_run_ms is not None:
+            call.deadline = call.started + self.max_run_ms / 1000
+            with self._deadline_cond:
+                heapq.heappush(self._deadlines, (call.deadline, id(call), call))
+                self._deadline_cond.notify()
+        return True
+
+    def _canceled_before_start(self, call: Call) -> bool:
+        """Settle without running a call whose every task was canceled while it waited; True if so.
+
+        The completion written for it ends each task ``canceled``: a cancel
+        request wins over any outcome (protocol 3.12).
+        """
+        if not all(attempt.cancel_seen for attempt in call.attempts):
+            return False
+        for attempt in call.attempts:
+            logger.info("task=%s name=%s canceled before its handler started", attempt.task.id, attempt.task.name)
+        self._finish(call, None, None)
+        return True
 
     def _run_sync(self, call: Call) -> None:
         definition = call.definition
@@ -278,6 +315,12 @@ class Executor:
         self._finish(call, value, raised)
 
     async def _run_async(self, call: Call) -> None:
+        assert self._async_slots is not None
+        async with self._async_slots:
+            if self._begin(call) and not self._canceled_before_start(call):
+                await self._run_async_begun(call)
+
+    async def _run_async_begun(self, call: Call) -> None:
         definition = call.definition
         assert definition is not None
         try:
@@ -370,15 +413,16 @@ class Executor:
                 self._open_cond.wait(left)
             return True
 
-    def take_back(self, call: Call) -> bool:
+    def take_back(self, call: Call, *, unstarted: bool = False) -> bool:
         """Claim a still-running call for hand-back; False once its handler has ended.
 
         The same lock decides between this and the handler's return: either
         the handler's outcome is settled, or the tasks are handed back and
-        that outcome is dropped, never both and never neither.
+        that outcome is dropped, never both and never neither. ``unstarted``:
+        only a call whose handler has not begun (claimed ahead, still waiting).
         """
         with self._lock:
-            if call.state != RUNNING:
+            if call.state != RUNNING or (unstarted and call.begun):
                 return False
             call.state = HANDED_BACK
         self._delivered()

@@ -103,6 +103,8 @@ class Worker(AttemptOwner):
             resources=dict(options.resources),
             claim_batch=options.claim_batch,
             max_in_flight_bytes=options.max_in_flight_bytes,
+            # A worker whose every source has a limit of its own never claims ahead.
+            ahead=options.claim_ahead if any(not source.restricted for source in self.sources) else 0,
         )
         # SQLite has one writer at a time; the worker's own writer threads take
         # turns in-process instead of sleeping in SQLite's busy handler.
@@ -279,7 +281,9 @@ class Worker(AttemptOwner):
             f"  queues: {', '.join(opts.queues)}\n"
             f"  handlers: {handlers}\n"
             f"  resources: {resources}\n"
-            f"  concurrency: {self.budgets.concurrency}, lease: {opts.lease_ms} ms, "
+            f"  concurrency: {self.budgets.concurrency}"
+            + (f" (+{self.budgets.ahead} claimed ahead)" if self.budgets.ahead else "")
+            + f", lease: {opts.lease_ms} ms, "
             f"max_run: {opts.max_run_ms or 'unbounded'}"
             + (" ms" if opts.max_run_ms else "")
             + f", poll: {opts.poll_interval_ms} ms\n"
@@ -685,6 +689,11 @@ class Worker(AttemptOwner):
     # ---- shutdown ----------------------------------------------------------------------------
     def _shutdown(self) -> None:
         deadline = time.monotonic() + max(0.0, self.options.drain_timeout)
+        # Asked to stop, calls claimed ahead that no slot has taken yet go back
+        # to the queue at once: the drain is for handlers that run. (At the
+        # end of --burst or --max-tasks every call claimed still runs.)
+        if self._stop_requested and self.budgets.ahead:
+            self._hand_back(unstarted=True)
         if self.budgets.calls:
             logger.info(
                 "stopping: draining %d call(s) for up to %.1f s",
@@ -716,19 +725,22 @@ class Worker(AttemptOwner):
             self.finished,
         )
 
-    def _hand_back(self) -> None:
+    def _hand_back(self, *, unstarted: bool = False) -> None:
         """Release tasks whose handler still runs at the drain deadline, so another worker gets them now.
 
         Only calls the executor gives up (``take_back``) are released; a call
         whose handler returned or raised keeps its settlement, whatever stage
-        that settlement is at.
+        that settlement is at. ``unstarted``: only the calls claimed ahead
+        whose handler has not begun (at the start of a stop).
         """
         with self._inflight_lock:
             calls = {id(call): call for _attempt, call in self.inflight.values()}
         ids = []
         for call in calls.values():
-            if call.definition is None or not self.executor.take_back(call):
+            if call.definition is None or not self.executor.take_back(call, unstarted=unstarted):
                 continue
+            # The call never ends for the executor now: its slot is freed here.
+            self.budgets.release(call.source, call.nbytes)
             for attempt in call.attempts:
                 if not attempt.reserve():
                     continue
@@ -745,10 +757,13 @@ class Worker(AttemptOwner):
                         released = self.store.release(ids, self.worker_id)
                 else:
                     released = self.store.release(ids, self.worker_id)
-                logger.warning(
-                    "drain timeout: handed back %d of %d running task(s): %s",
+                log = logger.info if unstarted else logger.warning
+                log(
+                    "%s: handed back %d of %d %s task(s): %s",
+                    "stopping" if unstarted else "drain timeout",
                     len(released),
                     len(ids),
+                    "claimed-ahead" if unstarted else "running",
                     ", ".join(ids[:10]) + ("..." if len(ids) > 10 else ""),
                 )
                 return

@@ -21,6 +21,8 @@ class WorkerOptions:
     heartbeat_interval_ms: int | None = None
     max_run_ms: int | None = None
     claim_batch: int | None = None
+    # Calls claimed beyond the free slots, waiting for one (docs/worker.md#claiming-ahead).
+    claim_ahead: int = 0
     poll_interval_ms: int = 500
     max_in_flight_bytes: int | None = None
     retry_backoff_ms: int = 1_000
@@ -43,6 +45,7 @@ class WorkerOptions:
             heartbeat_interval_ms=config["HEARTBEAT_INTERVAL_MS"],
             max_run_ms=config["MAX_RUN_MS"],
             claim_batch=config["CLAIM_BATCH"],
+            claim_ahead=config["CLAIM_AHEAD"],
             poll_interval_ms=config["POLL_INTERVAL_MS"],
             max_in_flight_bytes=config["MAX_IN_FLIGHT_BYTES"],
             retry_backoff_ms=config["RETRY_BACKOFF_MS"],

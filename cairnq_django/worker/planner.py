@@ -226,12 +226,13 @@ class ClaimPlanner:
             drawn.clear()
             full[0] = False
             left = budgets.free()
+            drawn_calls = 0
             rows_left = remaining
             taken: dict[str, int] = {}
             for source in order:
                 if left <= 0 or (rows_left is not None and rows_left <= 0):
                     break
-                ceiling = budgets.source_ceiling(source, taken)
+                ceiling = budgets.source_ceiling(source, taken, drawn_calls)
                 quota = left if ceiling is None else min(ceiling, left)
                 if quota <= 0:
                     continue
@@ -256,6 +257,7 @@ class ClaimPlanner:
                     state.cursor = (sources.index(source) + 1) % len(sources)
                 drawn.append((source, calls))
                 left -= len(calls)
+                drawn_calls += len(calls)
                 if rows_left is not None:
                     rows_left -= len(rows)
                 if source.resource is not None:

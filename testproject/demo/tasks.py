@@ -346,6 +346,14 @@ async def async_parent(ctx: Any, payload: Any) -> str:
     return child.id
 
 
+@task("demo.async_sleep")
+async def async_sleep(ctx: Any, payload: Any) -> None:
+    """An async handler that sleeps ``payload["ms"]`` and records start/end in the ledger."""
+    ledger("start", ctx)
+    await asyncio.sleep(payload.get("ms", 0) / 1000)
+    ledger("end", ctx)
+
+
 @task("demo.async_hang")
 async def async_hang(ctx: Any, payload: Any) -> None:
     """An async handler that never finishes on its own (cancelled at max_run_ms)."""

@@ -34,6 +34,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
         (["--lease-ms", "-5"], "--lease-ms"),
         (["--max-run-ms", "0"], "--max-run-ms"),
         (["--claim-batch", "1.5"], "--claim-batch"),
+        (["--claim-ahead", "-1"], "--claim-ahead"),
         (["--poll-interval-ms", ""], "--poll-interval-ms"),
         (["--max-in-flight-bytes", "0"], "--max-in-flight-bytes"),
         (["--retry-backoff-ms", "-1"], "--retry-backoff-ms"),

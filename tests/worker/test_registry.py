@@ -200,3 +200,33 @@ def test_source_ceilings_compose() -> None:
     budgets.release(c, 0)
     assert budgets.source_ceiling(c, {}) == 1
     assert Source(names=("x",)).key is None
+
+
+def test_claiming_ahead_refills_once_every_claimed_call_has_started() -> None:
+    shared = Source(names=("a",))
+    limited = Source(names=("b",), concurrency=3)
+    budgets = Budgets(concurrency=2, ahead=3)
+    assert budgets.free() == 5  # two slots and three ahead
+    assert budgets.source_ceiling(shared, {}) is None
+    # A source with a limit of its own only takes free slots, less what this poll drew.
+    assert budgets.source_ceiling(limited, {}) == 2
+    assert budgets.source_ceiling(limited, {}, drawn=1) == 1
+    for _ in range(5):
+        budgets.acquire(shared, 0)
+    assert budgets.must_wait()
+    budgets.release(shared, 0)
+    budgets.release(shared, 0)
+    # Three claimed, two running and one waiting: no claim of a single call yet.
+    assert budgets.must_wait()
+    budgets.release(shared, 0)
+    # Every claimed call runs: the next claim brings the three ahead at once.
+    assert not budgets.must_wait()
+    assert budgets.free() == 3
+    assert budgets.source_ceiling(limited, {}) == 0
+    # Without claiming ahead, the worker claims as soon as one slot frees.
+    plain = Budgets(concurrency=2)
+    plain.acquire(shared, 0)
+    plain.acquire(shared, 0)
+    assert plain.must_wait()
+    plain.release(shared, 0)
+    assert not plain.must_wait() and plain.free() == 1

@@ -145,6 +145,7 @@ _SETTINGS = {
     "lease_ms": "LEASE_MS",
     "max_run_ms": "MAX_RUN_MS",
     "claim_batch": "CLAIM_BATCH",
+    "claim_ahead": "CLAIM_AHEAD",
     "poll_interval_ms": "POLL_INTERVAL_MS",
     "max_in_flight_bytes": "MAX_IN_FLIGHT_BYTES",
     "retry_backoff_ms": "RETRY_BACKOFF_MS",
@@ -191,6 +192,12 @@ class Command(BaseCommand):
         )
         parser.add_argument(
             "--claim-batch", type=_setting_int("CLAIM_BATCH"), help="Most rows one claim draw may request."
+        )
+        parser.add_argument(
+            "--claim-ahead",
+            type=_setting_int("CLAIM_AHEAD"),
+            metavar="N",
+            help="Calls to claim beyond the free slots, run as slots free (default 0; short tasks only).",
         )
         parser.add_argument(
             "--poll-interval-ms", type=_setting_int("POLL_INTERVAL_MS"), help="Idle sleep between empty polls."
@@ -313,6 +320,7 @@ class Command(BaseCommand):
             heartbeat_interval_ms=values["heartbeat_interval_ms"],
             max_run_ms=values["max_run_ms"],
             claim_batch=values["claim_batch"],
+            claim_ahead=values["claim_ahead"],
             poll_interval_ms=values["poll_interval_ms"],
             max_in_flight_bytes=values["max_in_flight_bytes"],
             retry_backoff_ms=values["retry_backoff_ms"],
