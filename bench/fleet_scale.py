@@ -1,6 +1,6 @@
 """Scale-out on PostgreSQL (issue 21), measured with real worker and client processes.
 
-    .venv/bin/python bench/fleet_scale.py processes [--quick]   # drain rate at 1-16 worker processes; heartbeats
+    .venv/bin/python bench/fleet_scale.py processes [--quick] [--claim-ahead N]  # drain rate at 1-16 worker processes; heartbeats
     .venv/bin/python bench/fleet_scale.py pooler [--quick]      # K workers + M clients through PgBouncer
     .venv/bin/python bench/fleet_scale.py xmin [--quick] [--flow-s S]  # a held REPEATABLE READ snapshot while tasks flow
 
@@ -139,15 +139,19 @@ class Bench:
         reps = 1 if quick else 3
         total = self.args.total_concurrency
         window = 5.0 if quick else 20.0
-        counts = [p for p in (1, 2, 4, 8, 16) if p <= total]
-        self.result.update(n=n, reps=reps, total_concurrency=total, lease_ms=self.args.lease_ms, window_s=window)
+        counts = [p for p in self.args.processes if p <= total]
+        ahead = self.args.claim_ahead
+        self.result.update(
+            n=n, reps=reps, total_concurrency=total, claim_ahead=ahead, lease_ms=self.args.lease_ms, window_s=window
+        )
+        flags = ["--lease-ms", str(self.args.lease_ms)] + (["--claim-ahead", str(ahead)] if ahead else [])
         runs: dict[int, dict[str, Any]] = {}
         for procs in counts:
             conc = total // procs
             with _fleet.connect(self.dsn) as conn:
                 self.reset(conn)
             env = _fleet.project_env(self.db_url)
-            fleet = _fleet.Fleet(procs, conc, env, self.logs, f"p{procs}", ["--lease-ms", str(self.args.lease_ms)])
+            fleet = _fleet.Fleet(procs, conc, env, self.logs, f"p{procs}", flags)
             try:
                 up = fleet.wait_ready()
                 time.sleep(1.0)
@@ -174,7 +178,9 @@ class Bench:
                     # Less the harness's own: the first counter read, the preload, the polls, the count.
                     costs.append((after["xact_commit"] - before["xact_commit"] - self.polls - 3) / n)
                 commits_per_task = statistics.median(costs)
-                beat = self.heartbeat_window(fleet, procs, conc, window)
+                # The heartbeat window fills every slot with a sleeping task; a
+                # worker claiming ahead would lease several of them to one slot.
+                beat = self.heartbeat_window(fleet, procs, conc, window) if not ahead else {}
             finally:
                 codes = fleet.stop()
             runs[procs] = {
@@ -191,10 +197,14 @@ class Bench:
             self.say(
                 f"  {procs:2d} x c{conc:<2d}: {statistics.median(rates):,.0f} tasks/s "
                 f"({', '.join(f'{r:,.0f}' for r in rates)}); {commits_per_task:.2f} commits/task; "
-                f"{min(wal):,.0f} WAL bytes/task; "
-                f"idle {beat['idle_commits_per_s_per_worker']:.2f} commits/s/worker, "
-                f"holding leases {beat['holding_commits_per_s_per_worker']:.2f} commits/s/worker, "
-                f"{beat['rows_updated_per_commit_holding']:.1f} rows updated/commit"
+                f"{min(wal):,.0f} WAL bytes/task"
+                + (
+                    f"; idle {beat['idle_commits_per_s_per_worker']:.2f} commits/s/worker, "
+                    f"holding leases {beat['holding_commits_per_s_per_worker']:.2f} commits/s/worker, "
+                    f"{beat['rows_updated_per_commit_holding']:.1f} rows updated/commit"
+                    if beat
+                    else ""
+                )
             )
         best = max(r["median"] for r in runs.values())
         at16 = max((r["median"] for p, r in runs.items() if p >= 16), default=0.0)
@@ -476,6 +486,15 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=0, help="submitting client processes (pooler)")
     parser.add_argument(
         "--total-concurrency", type=int, default=16, help="handler slots shared by the fleet (processes)"
+    )
+    parser.add_argument(
+        "--processes",
+        type=lambda text: [int(part) for part in text.split(",")],
+        default=[1, 2, 4, 8, 16],
+        help="processes: the fleet sizes to run, comma-separated (default 1,2,4,8,16)",
+    )
+    parser.add_argument(
+        "--claim-ahead", type=int, default=0, help="processes: each worker's --claim-ahead (default 0: none)"
     )
     parser.add_argument(
         "--lease-ms", type=int, default=3000, help="lease of the processes fleet: a heartbeat every third of it"
