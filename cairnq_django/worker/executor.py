@@ -9,8 +9,8 @@ connection when it exits.
 A call claimed ahead (``CLAIM_AHEAD``) waits for a free slot: a handler
 thread, or for an async handler a place under the concurrency. Its clock
 (duration, ``max_run_ms``) starts when its handler does, one taken back
-before that (``take_back(unstarted=True)``) never runs, and one whose every
-task was canceled meanwhile is settled without running (cancel wins).
+before that (``take_back(unstarted=True)``) never runs, and neither does
+one whose every task was canceled or lost its lease meanwhile.
 
 ``max_run_ms`` bounds a whole call: at the deadline every context of the call
 is flagged lease-lost (the abandoned handler can no longer write), async
@@ -253,7 +253,7 @@ class Executor:
                     return
                 if not self._begin(call):
                     continue  # released at shutdown before a thread took it
-                if self._canceled_before_start(call):
+                if self._ended_before_start(call):
                     continue
                 self._run_sync(call)
                 if call.state == ABANDONED:
@@ -279,16 +279,19 @@ class Executor:
                 self._deadline_cond.notify()
         return True
 
-    def _canceled_before_start(self, call: Call) -> bool:
-        """Settle without running a call whose every task was canceled while it waited; True if so.
+    def _ended_before_start(self, call: Call) -> bool:
+        """End, without running it, a call whose every task was canceled or lost its lease while it waited.
 
-        The completion written for it ends each task ``canceled``: a cancel
-        request wins over any outcome (protocol 3.12).
+        The completion written for a canceled task ends it ``canceled`` (a
+        cancel request wins over any outcome, protocol 3.12); a task whose
+        lease is lost is not written at all (``settlements`` skips it).
         """
-        if not all(attempt.cancel_seen for attempt in call.attempts):
+        if not all(attempt.cancel_seen or attempt.lost for attempt in call.attempts):
             return False
         for attempt in call.attempts:
-            logger.info("task=%s name=%s canceled before its handler started", attempt.task.id, attempt.task.name)
+            task = attempt.task
+            why = "lease lost" if attempt.lost else "canceled"
+            logger.info("task=%s name=%s %s before its handler started", task.id, task.name, why)
         self._finish(call, None, None)
         return True
 
@@ -317,7 +320,7 @@ class Executor:
     async def _run_async(self, call: Call) -> None:
         assert self._async_slots is not None
         async with self._async_slots:
-            if self._begin(call) and not self._canceled_before_start(call):
+            if self._begin(call) and not self._ended_before_start(call):
                 await self._run_async_begun(call)
 
     async def _run_async_begun(self, call: Call) -> None:

@@ -175,3 +175,23 @@ def test_beside_handlers_that_claim_ahead_a_limited_one_takes_only_free_slots(
     assert most == 4
     (spans,) = intervals(ledger()).values()
     assert max_overlap(spans) == 1
+
+
+def test_a_call_whose_lease_is_lost_while_it_waits_never_runs(
+    cairnq_db: Any, start_worker: Any, ledger: Any
+) -> None:
+    first = cq.submit("demo.sleep", {"ms": 1500}, priority=5).id
+    waiting = cq.submit("demo.sleep", {"ms": 100}).id
+    worker = start_worker(
+        "--concurrency", "1", "--claim-ahead", "1", "--task", "demo.sleep", overrides={"LEASE_MS": 900}
+    )
+    wait_until(lambda: starts(ledger()), 20, what="the first start")
+    assert running([first, waiting]) == 2
+    # Another owner now (as after a lease that expired and was taken over):
+    # the next heartbeat finds the lease gone.
+    Task.objects.filter(id=waiting).update(worker_id="worker_someone_else")
+    wait_until(lambda: Task.objects.get(id=first).status == "succeeded", 20, what="the first task")
+    wait_until(lambda: "lease lost before its handler started" in worker.output(), 5, what="the skip")
+    # The first attempt never ran. (Once the other owner's lease expires,
+    # recovery queues the task again and it runs as attempt 2.)
+    assert (waiting, 1) not in {(event["task_id"], event["attempt"]) for event in starts(ledger())}
