@@ -30,12 +30,17 @@ import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import _cpu
 import _fleet
 import _tables
 import _wire  # bench/peers, put on the path by _tables
 from _harness import BENCH
 
 QUEUE = "bench"
+
+
+def runs_cpu(cpu: list[dict[str, float]], role: str) -> float:
+    return statistics.median(each[role] for each in cpu)
 
 
 def p95(values: list[float]) -> float:
@@ -155,7 +160,7 @@ class Bench:
             try:
                 up = fleet.wait_ready()
                 time.sleep(1.0)
-                rates, costs, wal = [], [], []
+                rates, costs, wal, cpu = [], [], [], []
                 for rep in range(reps):
                     before = self.counters()
                     self.polls = 0
@@ -165,7 +170,10 @@ class Bench:
                         lsn_before = _fleet.wal_lsn(conn)
                         self.preload(conn, n, "bench.noop")
                         t0 = time.monotonic()
+                        cpu_before = _cpu.snapshot(self.args.db)
                         t1 = self.wait_drained(conn, fleet, timeout=max(120.0, n / 20))
+                        used = _cpu.seconds_by_role(cpu_before, _cpu.snapshot(self.args.db))
+                        cpu.append({role: seconds * 1e6 / n for role, seconds in used.items()})
                         wal.append(_fleet.wal_bytes_since(conn, lsn_before) / n)
                         got = self.counts(conn)
                     if got.get("succeeded", 0) != n * (rep + 1):
@@ -189,6 +197,9 @@ class Bench:
                 "rates": rates,
                 "median": statistics.median(rates),
                 "commits_per_task": commits_per_task,
+                # CPU per task over the drain: the worker processes, and the
+                # server backends of this database (the harness's poll included).
+                "cpu_us_per_task": {role: runs_cpu(cpu, role) for role in ("worker", "server")},
                 # The whole server's WAL over insert + drain: other databases' writes count too.
                 "wal_bytes_per_task": min(wal),
                 "exit_codes": codes,
@@ -197,7 +208,8 @@ class Bench:
             self.say(
                 f"  {procs:2d} x c{conc:<2d}: {statistics.median(rates):,.0f} tasks/s "
                 f"({', '.join(f'{r:,.0f}' for r in rates)}); {commits_per_task:.2f} commits/task; "
-                f"{min(wal):,.0f} WAL bytes/task"
+                f"{min(wal):,.0f} WAL bytes/task; CPU/task: workers "
+                f"{runs_cpu(cpu, 'worker'):,.0f} us, server {runs_cpu(cpu, 'server'):,.0f} us"
                 + (
                     f"; idle {beat['idle_commits_per_s_per_worker']:.2f} commits/s/worker, "
                     f"holding leases {beat['holding_commits_per_s_per_worker']:.2f} commits/s/worker, "
