@@ -24,7 +24,7 @@ from .values import EMPTY, number_text, time_text, time_value
 from ..models import Worker, WorkerState
 from ..store import get_store
 
-# Running tasks listed on a worker's page; its concurrency bounds them anyway.
+# Running tasks listed on a worker's page; its concurrency (and claim-ahead) bound them anyway.
 RUNNING_SHOWN = 100
 
 
