@@ -71,7 +71,8 @@ class Budgets:
         return self.concurrency + self.ahead - self.calls
 
     def must_wait(self) -> bool:
-        """True when something runs and either no call slot is free or the byte budget is spent.
+        """True when something runs and either no call slot is free (claiming ahead: a claimed
+        call still waits for one) or the byte budget is spent.
 
         With nothing running the worker claims regardless, so a payload larger
         than the whole byte budget still runs (alone) instead of blocking forever.
