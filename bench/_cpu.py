@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from collections import Counter
 
-_TICKS_PER_S = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+from _harness import process_cpu_seconds
 
 
 def _role(pid: str, database: str) -> str | None:
@@ -26,28 +26,23 @@ def _role(pid: str, database: str) -> str | None:
     return None
 
 
-def snapshot(database: str) -> dict[str, tuple[str, int]]:
-    """Each worker's and server backend's CPU ticks so far: {pid: (role, ticks)}."""
-    ticks: dict[str, tuple[str, int]] = {}
+def snapshot(database: str) -> dict[str, tuple[str, float]]:
+    """Each worker's and server backend's CPU seconds so far: {pid: (role, seconds)}."""
+    used: dict[str, tuple[str, float]] = {}
     for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        role = _role(pid, database)
+        role = _role(pid, database) if pid.isdigit() else None
         if role is None:
             continue
         try:
-            with open(f"/proc/{pid}/stat") as handle:
-                fields = handle.read().rsplit(")", 1)[1].split()
+            used[pid] = (role, process_cpu_seconds(pid))
         except OSError:
-            continue
-        # utime and stime: the 14th and 15th fields of stat, counted after the command name.
-        ticks[pid] = (role, int(fields[11]) + int(fields[12]))
-    return ticks
+            continue  # ended since
+    return used
 
 
-def seconds_by_role(before: dict[str, tuple[str, int]], after: dict[str, tuple[str, int]]) -> dict[str, float]:
+def seconds_by_role(before: dict[str, tuple[str, float]], after: dict[str, tuple[str, float]]) -> dict[str, float]:
     """CPU seconds each role used between two snapshots (a process gone by ``after`` is not counted)."""
     used: Counter[str] = Counter()
-    for pid, (role, ticks) in after.items():
-        used[role] += ticks - before.get(pid, (role, 0))[1] if pid in before else ticks
-    return {role: used[role] / _TICKS_PER_S for role in ("worker", "server")}
+    for pid, (role, seconds) in after.items():
+        used[role] += seconds - before.get(pid, (role, 0.0))[1]
+    return {role: used[role] for role in ("worker", "server")}

@@ -37,6 +37,12 @@ def peer_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
+def process_cpu_seconds(pid: int | str) -> float:
+    """Return user + system CPU time process ``pid`` used so far (utime and stime of /proc/<pid>/stat)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
 class PeerError(RuntimeError):
     """A peer's driver reported a failure or died."""
 
@@ -118,8 +124,7 @@ class Worker:
 
     def cpu_seconds(self) -> float:
         """Return user + system CPU time the worker used so far."""
-        fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / CLK_TCK
+        return process_cpu_seconds(self.pid)
 
     def memory(self) -> dict[str, float]:
         """Return the worker's resident set now and at its peak, in MB."""

@@ -66,7 +66,6 @@ class Call:
 
     __slots__ = (
         "attempts",
-        "begun",
         "deadline",
         "definition",
         "ended",
@@ -88,12 +87,11 @@ class Call:
         self.source = source
         self.attempts = attempts
         self.nbytes = nbytes
+        # Set when a slot takes the call and its handler begins (Executor._begin).
         self.started = 0.0
         self.ended = 0.0
         self.deadline: float | None = None
         self.state = RUNNING
-        # Set when a slot took the call and its handler began (see Executor._begin).
-        self.begun = False
         self.future: Future[Any] | None = None
 
     @property
@@ -270,8 +268,7 @@ class Executor:
         with self._lock:
             if call.state != RUNNING:
                 return False
-            call.begun = True
-        call.started = time.monotonic()
+            call.started = time.monotonic()
         if self.max_run_ms is not None:
             call.deadline = call.started + self.max_run_ms / 1000
             with self._deadline_cond:
@@ -425,7 +422,7 @@ class Executor:
         only a call whose handler has not begun (claimed ahead, still waiting).
         """
         with self._lock:
-            if call.state != RUNNING or (unstarted and call.begun):
+            if call.state != RUNNING or (unstarted and call.started):
                 return False
             call.state = HANDED_BACK
         self._delivered()

@@ -31,6 +31,18 @@ def running(ids: list[str]) -> int:
     return Task.objects.filter(id__in=ids, status="running").count()
 
 
+def most_running(groups: list[list[str]], timeout: float = 30) -> list[int]:
+    """Sample until every task of ``groups`` succeeded; return the most running at once in each group."""
+    every = list({task_id for group in groups for task_id in group})
+    most = [0] * len(groups)
+    deadline = time.monotonic() + timeout
+    while Task.objects.filter(id__in=every, status="succeeded").count() < len(every):
+        most = [max(seen, running(group)) for seen, group in zip(most, groups)]
+        assert time.monotonic() < deadline, "the tasks did not finish"
+        time.sleep(0.02)
+    return most
+
+
 def test_one_claim_leases_the_calls_ahead_and_they_run_one_slot_at_a_time(
     cairnq_db: Any, start_worker: Any, ledger: Any
 ) -> None:
@@ -114,13 +126,7 @@ def test_a_handler_with_a_limit_of_its_own_never_claims_ahead(
     ids = [cq.submit("demo.limited", {"ms": 300}).id for _ in range(6)]
     worker = start_worker("--concurrency", "4", "--claim-ahead", "8", "--task", "demo.limited")
     worker.wait_ready()
-    most = 0
-    deadline = time.monotonic() + 30
-    while Task.objects.filter(id__in=ids, status="succeeded").count() < 6:
-        most = max(most, running(ids))
-        assert time.monotonic() < deadline, "the six did not finish"
-        time.sleep(0.02)
-    assert most == 2
+    assert most_running([ids]) == [2]
     # Its every source is limited, so the worker reports no claiming ahead.
     assert "claimed ahead" not in worker.output()
     (spans,) = intervals(ledger()).values()
@@ -163,13 +169,7 @@ def test_beside_handlers_that_claim_ahead_a_limited_one_takes_only_free_slots(
         "--concurrency", "1", "--claim-ahead", "3", "--task", "demo.limited", "--task", "demo.sleep"
     )
     worker.wait_ready()
-    most_limited = most = 0
-    deadline = time.monotonic() + 30
-    while Task.objects.filter(id__in=limited + plain, status="succeeded").count() < 6:
-        most_limited = max(most_limited, running(limited))
-        most = max(most, running(limited + plain))
-        assert time.monotonic() < deadline, "the six did not finish"
-        time.sleep(0.02)
+    most_limited, most = most_running([limited, limited + plain])
     assert most_limited == 1
     # The plain handler did claim ahead.
     assert most == 4
