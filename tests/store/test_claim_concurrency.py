@@ -12,6 +12,7 @@ import json
 import subprocess
 import sys
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,21 +25,28 @@ TASKS = 400
 
 # Claims until the probe says nothing is left, completing each draw in one
 # batch, and prints the ids it took. Says "ready" once set up and starts when
-# the test releases every claimer at once (a line on stdin), so the processes
-# really overlap however slowly a loaded machine starts them.
+# the test releases every claimer at once (a line on stdin). After its first
+# draw it waits until every claimer has drawn once: on a loaded machine the
+# first process released could otherwise drain the queue alone, and SQLite's
+# lock favours the process that just let go of it.
 CLAIMER = r"""
-import json, random, sys, time
+import json, pathlib, random, sys, time
 import django
 django.setup()
 from cairnq_django.store import get_store
 
-worker, queues = sys.argv[1], json.loads(sys.argv[2])
+worker, queues, barrier = sys.argv[1], json.loads(sys.argv[2]), pathlib.Path(sys.argv[3])
 store = get_store()
 store.has_claimable(queues, None)  # connected before the start
 print("ready", flush=True)
 sys.stdin.readline()
 taken = []
 while True:
+    if taken and not (barrier / worker).exists():
+        (barrier / worker).touch()
+        deadline = time.monotonic() + 60
+        while len(list(barrier.iterdir())) < int(sys.argv[4]) and time.monotonic() < deadline:
+            time.sleep(0.01)
     rows = store.claim(queues, worker, lease_ms=120_000, limit=random.randint(1, 7))
     if not rows:
         if not store.has_claimable(queues, None):
@@ -56,7 +64,7 @@ print(json.dumps(taken))
 
 @pytest.mark.parametrize("queues", [["default"], ["default", "other's"]], ids=["one_queue", "two_queues"])
 def test_claimers_never_share_a_task_and_take_them_all(
-    store: Store, subprocess_env: dict[str, str], queues: list[str]
+    store: Store, subprocess_env: dict[str, str], queues: list[str], tmp_path: Path
 ) -> None:
     specs = [
         SubmitSpec(
@@ -68,9 +76,11 @@ def test_claimers_never_share_a_task_and_take_them_all(
         for i in range(TASKS)
     ]
     submitted = {task.id for task in store.submit_many(specs)}
+    barrier = tmp_path / "drawn"
+    barrier.mkdir()
     procs = [
         subprocess.Popen(
-            [sys.executable, "-c", CLAIMER, f"worker-{n}", json.dumps(queues)],
+            [sys.executable, "-c", CLAIMER, f"worker-{n}", json.dumps(queues), str(barrier), str(PROCESSES)],
             env=subprocess_env,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
@@ -94,8 +104,8 @@ def test_claimers_never_share_a_task_and_take_them_all(
     duplicates = {task_id: n for task_id, n in counts.items() if n > 1}
     assert duplicates == {}
     assert set(counts) == submitted
-    # Contention really happened: more than one process got work.
-    assert sum(1 for taken in outputs if taken) > 1
+    # Contention really happened: every process got work.
+    assert all(outputs)
     for n, taken in enumerate(outputs):
         for task_id in taken[:5]:
             row = store.get(task_id)

@@ -122,15 +122,17 @@ def test_a_handler_with_a_limit_of_its_own_never_claims_ahead(
     cairnq_db: Any, start_worker: Any, ledger: Any
 ) -> None:
     # demo.limited allows two at once in a process: claiming ahead would lease
-    # more than two and hold them while they wait.
-    ids = [cq.submit("demo.limited", {"ms": 300}).id for _ in range(6)]
+    # all six in the first claim and hold four of them while they wait.
+    ids = [cq.submit("demo.limited", {"ms": 500}).id for _ in range(6)]
     worker = start_worker("--concurrency", "4", "--claim-ahead", "8", "--task", "demo.limited")
     worker.wait_ready()
-    assert most_running([ids]) == [2]
+    # The samples catch a lease beyond two; the ledger shows two did run at once.
+    (most,) = most_running([ids])
+    assert most <= 2
+    (spans,) = intervals(ledger()).values()
+    assert max_overlap(spans) == 2
     # Its every source is limited, so the worker reports no claiming ahead.
     assert "claimed ahead" not in worker.output()
-    (spans,) = intervals(ledger()).values()
-    assert max_overlap(spans) <= 2
 
 
 def test_a_call_canceled_while_it_waits_ends_canceled_without_running(
@@ -170,9 +172,10 @@ def test_beside_handlers_that_claim_ahead_a_limited_one_takes_only_free_slots(
     )
     worker.wait_ready()
     most_limited, most = most_running([limited, limited + plain])
-    assert most_limited == 1
-    # The plain handler did claim ahead.
-    assert most == 4
+    assert most_limited <= 1
+    # The plain handler did claim ahead (one slot, yet more than one leased),
+    # never beyond the slot and its three.
+    assert 2 <= most <= 4
     (spans,) = intervals(ledger()).values()
     assert max_overlap(spans) == 1
 
