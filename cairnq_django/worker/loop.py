@@ -98,6 +98,7 @@ class Worker(AttemptOwner):
         self._check_resources()
         self.sources = build_sources(self.definitions, options.resources, options.global_resources)
         self.names = [definition.name for definition in self.definitions]
+        self._largest_batch = max((source.batch for source in self.sources), default=1)
         self.budgets = Budgets(
             concurrency=max(1, options.concurrency),
             resources=dict(options.resources),
@@ -160,6 +161,7 @@ class Worker(AttemptOwner):
             on_settled=self._on_settled,
             on_lost=self._on_settle_lost,
             write_lock=self.write_lock,
+            on_taken=self.budgets.nudge,
         )
         self.executor = Executor(
             concurrency=self.budgets.concurrency,
@@ -321,6 +323,18 @@ class Worker(AttemptOwner):
     def settled(self, attempt: Attempt, status: str) -> None:
         entry = self._forget(attempt)
         self._finished(attempt, status, entry[1] if entry else None)
+
+    def _settlement_behind(self) -> bool:
+        """Whether finished tasks pile up behind the settler's write in progress.
+
+        A call's slot frees when its handler returns, before its settlement is
+        written; without this bound a settler slower than the claims (a slow
+        ``task_finished`` receiver, a long heartbeat on the shared connection)
+        lets the held leases grow until the heartbeat cannot renew them in time.
+        Two claims' worth of calls, or two of the largest batches, may wait.
+        """
+        budgets = self.budgets
+        return self.settler.backlog >= 2 * max(budgets.concurrency + budgets.ahead, self._largest_batch)
 
     # ---- bookkeeping callbacks ------------------------------------------------------------
     def _live_attempts(self) -> list[Attempt]:
@@ -496,7 +510,7 @@ class Worker(AttemptOwner):
             # Read the counter before the check: a release landing in between
             # must end the wait at once, not after the 0.1 s timeout.
             seen = self.budgets.releases
-            if self.budgets.must_wait():
+            if self.budgets.must_wait() or self._settlement_behind():
                 self.budgets.wait_for_release(seen, 0.1)
                 continue
             if not self.sources:

@@ -57,6 +57,7 @@ class Settler:
         on_settled: Callable[[Settlement, str], None],
         on_lost: Callable[[Settlement], None],
         write_lock: Any = None,
+        on_taken: Callable[[], None] | None = None,
     ) -> None:
         self.store = store
         self.worker_id = worker_id
@@ -65,6 +66,9 @@ class Settler:
         self.on_settled = on_settled
         self.on_lost = on_lost
         self.write_lock = write_lock
+        # Told each time the thread takes the waiting settlements into a write:
+        # a claim loop held back by the backlog may go on.
+        self.on_taken = on_taken
         self._pending: collections.deque[Settlement] = collections.deque()
         self._cond = threading.Condition(threading.Lock())
         self._busy = 0
@@ -85,6 +89,12 @@ class Settler:
         with self._cond:
             self._pending.extend(items)
             self._cond.notify()
+
+    @property
+    def backlog(self) -> int:
+        """Settlements waiting for the thread, not yet taken into a write."""
+        with self._cond:
+            return len(self._pending)
 
     @property
     def idle(self) -> bool:
@@ -135,6 +145,8 @@ class Settler:
                     for _ in range(min(len(self._pending), _MAX_ROWS))
                 ]
                 self._busy = len(batch)
+            if self.on_taken is not None:
+                self.on_taken()
             try:
                 while batch:
                     try:
