@@ -35,7 +35,8 @@ import django
 django.setup()
 from cairnq_django.store import get_store
 
-worker, queues, barrier = sys.argv[1], json.loads(sys.argv[2]), pathlib.Path(sys.argv[3])
+worker, queues = sys.argv[1], json.loads(sys.argv[2])
+barrier, claimers = pathlib.Path(sys.argv[3]), int(sys.argv[4])
 store = get_store()
 store.has_claimable(queues, None)  # connected before the start
 print("ready", flush=True)
@@ -45,7 +46,7 @@ while True:
     if taken and not (barrier / worker).exists():
         (barrier / worker).touch()
         deadline = time.monotonic() + 60
-        while len(list(barrier.iterdir())) < int(sys.argv[4]) and time.monotonic() < deadline:
+        while len(list(barrier.iterdir())) < claimers and time.monotonic() < deadline:
             time.sleep(0.01)
     rows = store.claim(queues, worker, lease_ms=120_000, limit=random.randint(1, 7))
     if not rows:
