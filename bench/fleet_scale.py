@@ -141,87 +141,56 @@ class Bench:
         """Drain rate at 1, 2, 4, 8, 16 worker processes sharing one total concurrency; heartbeat cost."""
         quick = self.args.quick
         n = self.args.n or (2_000 if quick else 20_000)
-        reps = 1 if quick else 3
+        rounds = self.args.rounds or (1 if quick else 3)
         total = self.args.total_concurrency
         window = 5.0 if quick else 20.0
         counts = [p for p in self.args.processes if p <= total]
         ahead = self.args.claim_ahead
         self.result.update(
-            n=n, reps=reps, total_concurrency=total, claim_ahead=ahead, lease_ms=self.args.lease_ms, window_s=window
+            n=n, rounds=rounds, total_concurrency=total, claim_ahead=ahead, lease_ms=self.args.lease_ms, window_s=window
         )
         flags = ["--lease-ms", str(self.args.lease_ms)] + (["--claim-ahead", str(ahead)] if ahead else [])
-        runs: dict[int, dict[str, Any]] = {}
-        for procs in counts:
-            conc = total // procs
-            with _fleet.connect(self.dsn) as conn:
-                self.reset(conn)
-            env = _fleet.project_env(self.db_url)
-            fleet = _fleet.Fleet(procs, conc, env, self.logs, f"p{procs}", flags)
-            try:
-                up = fleet.wait_ready()
-                time.sleep(1.0)
-                rates, costs, wal, cpu, vacuums = [], [], [], [], []
-                for rep in range(reps):
-                    # Every drain starts from an emptied, vacuumed table: an
-                    # autovacuum that fell inside one drain and not the next
-                    # spread one fleet size's drains by up to 2.8x.
-                    with _fleet.connect(self.dsn) as conn:
-                        self.reset(conn)
-                        table_before = _fleet.table_stats(conn, "cairnq_tasks")
-                    before = self.counters()
-                    self.polls = 0
-                    # A connection of its own, closed after the drain: a backend
-                    # publishes its counters at exit, so its polls can be subtracted.
-                    with _fleet.connect(self.dsn) as conn:
-                        lsn_before = _fleet.wal_lsn(conn)
-                        self.preload(conn, n, "bench.noop")
-                        t0 = time.monotonic()
-                        cpu_before = _cpu.snapshot(self.args.db)
-                        t1 = self.wait_drained(conn, fleet, timeout=max(120.0, n / 20))
-                        used = _cpu.seconds_by_role(cpu_before, _cpu.snapshot(self.args.db))
-                        cpu.append({role: seconds * 1e6 / n for role, seconds in used.items()})
-                        wal.append(_fleet.wal_bytes_since(conn, lsn_before) / n)
-                        got = self.counts(conn)
-                    if got.get("succeeded", 0) != n:
-                        raise RuntimeError(f"{procs} processes: expected {n} succeeded, found {got}")
-                    rates.append(n / (t1 - t0))
-                    # An idle backend may hold its counters back for up to 10 s
-                    # (PostgreSQL 15's idle stats interval): wait that out.
-                    time.sleep(11.0)
-                    after = self.counters()
-                    # Less the harness's own: the first counter read, the preload, the polls, the count.
-                    costs.append((after["xact_commit"] - before["xact_commit"] - self.polls - 3) / n)
-                    with _fleet.connect(self.dsn) as conn:
-                        table_after = _fleet.table_stats(conn, "cairnq_tasks")
-                    vacuums.append(table_after["autovacuum_count"] - table_before["autovacuum_count"])
-                commits_per_task = statistics.median(costs)
-                # The heartbeat window fills every slot with a sleeping task; a
-                # worker claiming ahead would lease several of them to one slot.
-                beat = self.heartbeat_window(fleet, procs, conc, window) if not ahead else {}
-            finally:
-                codes = fleet.stop()
-            runs[procs] = {
-                "concurrency_each": conc,
-                "startup_s": up,
-                "rates": rates,
-                "median": statistics.median(rates),
-                "commits_per_task": commits_per_task,
-                # CPU per task over the drain: the worker processes, and the
-                # server backends of this database (the harness's poll included).
-                "cpu_us_per_task": {role: runs_cpu(cpu, role) for role in ("worker", "server")},
-                # The whole server's WAL over insert + drain: other databases' writes count too.
-                "wal_bytes_per_task": min(wal),
-                "exit_codes": codes,
-                # Autovacuums of cairnq_tasks that ended during each drain (or the 11 s after it).
-                "autovacuum_runs": vacuums,
-                **beat,
-            }
+        drains: dict[int, list[dict[str, Any]]] = {procs: [] for procs in counts}
+        starts: dict[int, list[float]] = {procs: [] for procs in counts}
+        codes: dict[int, list[int]] = {procs: [] for procs in counts}
+        beats: dict[int, dict[str, float]] = {}
+        # In rounds, each running every fleet size once with a fleet of its
+        # own: a drift of the machine (load a previous command left, a
+        # checkpoint) then reaches every size alike instead of the first.
+        for round_no in range(rounds):
+            for procs in counts:
+                conc = total // procs
+                with _fleet.connect(self.dsn) as conn:
+                    self.reset(conn)
+                env = _fleet.project_env(self.db_url)
+                fleet = _fleet.Fleet(procs, conc, env, self.logs, f"r{round_no}-p{procs}", flags)
+                try:
+                    starts[procs].append(fleet.wait_ready())
+                    time.sleep(1.0)
+                    drain = self.drain_once(fleet, procs, n)
+                    # The heartbeat window fills every slot with a sleeping task; a
+                    # worker claiming ahead would lease several of them to one slot.
+                    if round_no == 0 and not ahead:
+                        beats[procs] = self.heartbeat_window(fleet, procs, conc, window)
+                finally:
+                    codes[procs] += fleet.stop()
+                drains[procs].append(drain)
+                self.say(
+                    f"  round {round_no + 1}, {procs:2d} x c{conc:<2d}: {drain['rate']:,.0f} tasks/s"
+                    f" (autovacuums of the table that ended in it: {drain['autovacuums']})"
+                )
+        runs = {
+            procs: self.summarise(total // procs, drains[procs], starts[procs], codes[procs], beats.get(procs, {}))
+            for procs in counts
+        }
+        for procs, run in runs.items():
+            beat = beats.get(procs)
             self.say(
-                f"  {procs:2d} x c{conc:<2d}: {statistics.median(rates):,.0f} tasks/s "
-                f"({', '.join(f'{r:,.0f}' for r in rates)}; autovacuums {vacuums}); "
-                f"{commits_per_task:.2f} commits/task; "
-                f"{min(wal):,.0f} WAL bytes/task; CPU/task: workers "
-                f"{runs_cpu(cpu, 'worker'):,.0f} us, server {runs_cpu(cpu, 'server'):,.0f} us"
+                f"  {procs:2d} x c{run['concurrency_each']:<2d}: {run['median']:,.0f} tasks/s "
+                f"({', '.join(f'{r:,.0f}' for r in run['rates'])}; autovacuums {run['autovacuum_runs']}); "
+                f"{run['commits_per_task']:.2f} commits/task; "
+                f"{run['wal_bytes_per_task']:,.0f} WAL bytes/task; CPU/task: workers "
+                f"{run['cpu_us_per_task']['worker']:,.0f} us, server {run['cpu_us_per_task']['server']:,.0f} us"
                 + (
                     f"; idle {beat['idle_commits_per_s_per_worker']:.2f} commits/s/worker, "
                     f"holding leases {beat['holding_commits_per_s_per_worker']:.2f} commits/s/worker, "
@@ -238,6 +207,68 @@ class Bench:
         self.result["ratio_16_to_best"] = at16 / best if best else 0.0
         self.say(f"best {best:,.0f}/s; best at >= 16 processes {at16:,.0f}/s = {at16 / best:.2f}x (target >= 0.8x)")
         self.write()
+
+    def drain_once(self, fleet: _fleet.Fleet, procs: int, n: int) -> dict[str, Any]:
+        """Insert ``n`` no-op tasks into an emptied, vacuumed table and time the fleet draining them."""
+        # An autovacuum that fell inside one drain and not the next spread one
+        # fleet size's drains by up to 2.8x: each drain starts vacuumed, and
+        # the autovacuums that still end inside it are counted.
+        with _fleet.connect(self.dsn) as conn:
+            self.reset(conn)
+            table_before = _fleet.table_stats(conn, "cairnq_tasks")
+        before = self.counters()
+        self.polls = 0
+        # A connection of its own, closed after the drain: a backend
+        # publishes its counters at exit, so its polls can be subtracted.
+        with _fleet.connect(self.dsn) as conn:
+            lsn_before = _fleet.wal_lsn(conn)
+            self.preload(conn, n, "bench.noop")
+            t0 = time.monotonic()
+            cpu_before = _cpu.snapshot(self.args.db)
+            t1 = self.wait_drained(conn, fleet, timeout=max(120.0, n / 20))
+            used = _cpu.seconds_by_role(cpu_before, _cpu.snapshot(self.args.db))
+            wal = _fleet.wal_bytes_since(conn, lsn_before) / n
+            got = self.counts(conn)
+        if got.get("succeeded", 0) != n:
+            raise RuntimeError(f"{procs} processes: expected {n} succeeded, found {got}")
+        # An idle backend may hold its counters back for up to 10 s
+        # (PostgreSQL 15's idle stats interval): wait that out.
+        time.sleep(11.0)
+        after = self.counters()
+        with _fleet.connect(self.dsn) as conn:
+            table_after = _fleet.table_stats(conn, "cairnq_tasks")
+        return {
+            "rate": n / (t1 - t0),
+            # Less the harness's own: the first counter read, the preload, the polls, the count.
+            "commits_per_task": (after["xact_commit"] - before["xact_commit"] - self.polls - 3) / n,
+            "wal_bytes_per_task": wal,
+            "cpu_us_per_task": {role: seconds * 1e6 / n for role, seconds in used.items()},
+            "autovacuums": table_after["autovacuum_count"] - table_before["autovacuum_count"],
+        }
+
+    def summarise(
+        self, conc: int, drains: list[dict[str, Any]], starts: list[float], codes: list[int], beat: dict[str, float]
+    ) -> dict[str, Any]:
+        """One fleet size's figures over its rounds: medians, and the WAL of its leanest drain."""
+        rates = [d["rate"] for d in drains]
+        return {
+            "concurrency_each": conc,
+            "startup_s": starts,
+            "rates": rates,
+            "median": statistics.median(rates),
+            "commits_per_task": statistics.median(d["commits_per_task"] for d in drains),
+            # CPU per task over the drain: the worker processes, and the server
+            # backends of this database (the harness's poll included).
+            "cpu_us_per_task": {
+                role: runs_cpu([d["cpu_us_per_task"] for d in drains], role) for role in ("worker", "server")
+            },
+            # The whole server's WAL over insert + drain: other databases' writes count too.
+            "wal_bytes_per_task": min(d["wal_bytes_per_task"] for d in drains),
+            # Autovacuums of cairnq_tasks that ended during each drain (or the 11 s after it).
+            "autovacuum_runs": [d["autovacuums"] for d in drains],
+            "exit_codes": codes,
+            **beat,
+        }
 
     def counters(self) -> dict[str, int]:
         """Read pg_stat_database on a fresh connection (one commit, published when it closes)."""
@@ -519,6 +550,9 @@ def main() -> None:
     )
     parser.add_argument(
         "--claim-ahead", type=int, default=0, help="processes: each worker's --claim-ahead (default 0: none)"
+    )
+    parser.add_argument(
+        "--rounds", type=int, default=0, help="processes: rounds of every fleet size (default 3; 1 with --quick)"
     )
     parser.add_argument(
         "--lease-ms", type=int, default=3000, help="lease of the processes fleet: a heartbeat every third of it"
