@@ -160,8 +160,6 @@ class Bench:
         for round_no in range(rounds):
             for procs in counts:
                 conc = total // procs
-                with _fleet.connect(self.dsn) as conn:
-                    self.reset(conn)
                 env = _fleet.project_env(self.db_url)
                 fleet = _fleet.Fleet(procs, conc, env, self.logs, f"r{round_no}-p{procs}", flags)
                 try:
