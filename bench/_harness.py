@@ -19,6 +19,9 @@ from typing import Any, Self
 
 BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
+# The tree whose cairnq_django is measured: this repository unless bench/compare.py
+# points the run at another commit's worktree (the harness itself stays this one).
+CODE = Path(os.environ.get("CAIRNQ_BENCH_CODE") or REPO).resolve()
 PEERS = BENCH / "peers"
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
@@ -31,7 +34,7 @@ def now() -> float:
 def peer_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     """Return the environment every peer process gets: ``bench`` and ``bench/peers`` importable."""
     env = {k: v for k, v in os.environ.items() if k not in ("DJANGO_SETTINGS_MODULE", "PYTHONPATH", "VIRTUAL_ENV")}
-    env["PYTHONPATH"] = os.pathsep.join([str(BENCH), str(PEERS), str(REPO)])
+    env["PYTHONPATH"] = os.pathsep.join([str(BENCH), str(PEERS), str(CODE)])
     env["PYTHONUNBUFFERED"] = "1"
     env.update(extra or {})
     return env

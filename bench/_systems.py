@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from _harness import BENCH, PEERS, REPO
+from _harness import BENCH, CODE, PEERS, REPO
 
 VENVS = BENCH / ".venvs"
 PY311 = "python3.11"
@@ -113,7 +113,7 @@ def _peer_argv(system_key: str, script: str) -> Callable[[str, str], list[str]]:
 def _ours_worker(dialect: str, db: str, mode: Mode) -> list[str]:
     return [
         SYSTEMS["ours"].python,
-        str(REPO / "manage.py"),
+        str(CODE / "manage.py"),
         "cairnq_worker",
         "--queue",
         "bench",

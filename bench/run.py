@@ -38,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _profile
 import _report
 import _tables
-from _harness import BENCH, Client, Probe, Worker, now, tail
+from _harness import BENCH, CODE, Client, Probe, Worker, now, tail
 from _systems import ORDER, SYSTEMS, Mode, System, worker_env
 
 DIALECTS = ("postgres", "sqlite")
@@ -770,7 +770,7 @@ def _repo_state() -> dict[str, Any]:
     import subprocess
 
     def git(*args: str) -> str:
-        done = subprocess.run(["git", *args], check=False, cwd=BENCH.parent, capture_output=True, text=True)
+        done = subprocess.run(["git", *args], check=False, cwd=CODE, capture_output=True, text=True)
         return done.stdout.strip()
 
     changed = [line for line in git("status", "--porcelain", "--", "cairnq_django").splitlines() if line]

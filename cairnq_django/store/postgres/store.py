@@ -304,7 +304,9 @@ class PostgresStore(SQLStore):
             # the client waits for the server to finish anyway.
 
     def _complete_many_params(self, items: list[tuple[str, str | None]]) -> dict[str, Any]:
-        return {"ids": [i for i, _ in items], "results": [r for _, r in items]}
+        # One JSON object of the results by id (each already JSON text): a row finds its own by key.
+        results = ",".join(f"{json.dumps(task_id)}:{result}" for task_id, result in items if result is not None)
+        return {"ids": [task_id for task_id, _ in items], "results": "{" + results + "}"}
 
     def _fail_many_params(self, items: list[tuple[str, str, bool, int]]) -> dict[str, Any]:
         return {

@@ -14,8 +14,8 @@ SET status = CASE WHEN cancel_requested_at_ms IS NOT NULL THEN 'canceled' ELSE '
     attempt = CASE WHEN cancel_requested_at_ms IS NOT NULL THEN attempt
                    ELSE greatest(attempt - 1, 0) END,
     updated_at_ms = (extract(epoch from now()) * 1000)::bigint
-WHERE id = ANY(%(ids)s::text[])
--- IS TRUE: no index condition, so the rows are found by id (complete_many.sql says why).
+-- Found by id through the primary key whatever the list's length (complete_many.sql says why).
+WHERE id = ANY(ARRAY(SELECT unnest(%(ids)s::text[])))
   AND (status = 'running') IS TRUE
   AND worker_id = %(worker_id)s
   AND lease_until_ms > (extract(epoch from now()) * 1000)::bigint

@@ -26,8 +26,8 @@ WITH seen AS (
 UPDATE cairnq_tasks
 SET lease_until_ms = (extract(epoch from now()) * 1000)::bigint + %(lease_ms)s::bigint,
     updated_at_ms = (extract(epoch from now()) * 1000)::bigint
-WHERE id = ANY(%(ids)s::text[])
--- IS TRUE: no index condition, so the rows are found by id (complete_many.sql says why).
+-- Found by id through the primary key whatever the list's length (complete_many.sql says why).
+WHERE id = ANY(ARRAY(SELECT unnest(%(ids)s::text[])))
   AND (status = 'running') IS TRUE
   AND worker_id = %(worker_id)s
   AND lease_until_ms > (extract(epoch from now()) * 1000)::bigint
