@@ -12,7 +12,10 @@ mid-chunk leaves the chunk to the next worker, never half-counted.
 
 A chunk the database refuses is retried one id at a time, each in a
 savepoint: the ids it still refuses are counted in ``errors`` (the last
-message kept) and passed, so one bad row never stops an operation.
+message kept) and passed, so one bad row never stops an operation. An
+operation whose chunk fails for a reason of its own (not a lost connection)
+is stopped with that reason on its page, so it never blocks the ones after it;
+a requesting user deleted meanwhile costs the admin log, not the operation.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from collections.abc import Callable
 from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any
 
-from django.db import transaction
+from django.db import DatabaseError, InterfaceError, OperationalError, transaction
 from django.db.models import F
 
 from ..client.task_filter import matching_tasks
@@ -43,7 +46,23 @@ def advance(store: Store, *, worker_id: str, write_lock: Any = None, chunk: int 
     """Move the oldest open operation one chunk on; True if there was one (call again soon)."""
     run: Callable[[Callable[[], bool]], bool] = getattr(store, "_run", lambda operation: operation())
     with write_lock if write_lock is not None else nullcontext():
-        return run(lambda: _advance_once(store, worker_id, chunk))
+        try:
+            return run(lambda: _advance_once(store, worker_id, chunk))
+        except (OperationalError, InterfaceError):
+            raise  # the database is away: housekeeping backs off and the chunk is tried again
+        except DatabaseError as exc:
+            # Failing again on every pass would hold back every later operation.
+            return run(lambda: _stop_oldest(store, f"stopped: {type(exc).__name__}: {exc}"))
+
+
+def _stop_oldest(store: Store, reason: str) -> bool:
+    """End the open operation a chunk failed on (the oldest one no other worker holds)."""
+    with transaction.atomic(using=store.alias):
+        operation = _take(store)
+        if operation is None:
+            return False
+        _end(store, operation, BulkState.CANCELED, reason[:ERROR_CHARS])
+    return True
 
 
 def _take(store: Store) -> BulkOperation | None:
@@ -140,8 +159,19 @@ def _apply(store: Store, operation: BulkOperation, ids: list[str]) -> tuple[int,
                 errors += 1
                 last_error = f"{task_id}: {row_exc}"[:ERROR_CHARS]
     if entries:
-        log_task_changes(_user_pk(operation.requested_by_pk), entries)
+        user_pk = _user_pk(operation.requested_by_pk)
+        if _user_exists(user_pk):
+            log_task_changes(user_pk, entries)
+        else:
+            # The log needs its user; the operator's request still stands.
+            last_error = f"user {operation.requested_by!r} no longer exists: changes made without admin log entries"
     return len(entries), errors, last_error
+
+
+def _user_exists(pk: Any) -> bool:
+    from django.contrib.auth import get_user_model  # only an admin (so auth) creates operations
+
+    return get_user_model()._default_manager.filter(pk=pk).exists()
 
 
 def _user_pk(text: str) -> Any:

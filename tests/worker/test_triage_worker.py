@@ -240,3 +240,62 @@ def test_an_operation_with_an_unusable_filter_ends_and_the_next_runs(cairnq_db: 
     broken.refresh_from_db()
     assert broken.state == "canceled" and "unusable filter" in broken.last_error
     assert following.changed == 3
+
+
+def test_an_operation_whose_user_was_deleted_still_runs_and_says_so(cairnq_db: Any, start_worker: Any) -> None:
+    # The admin log needs its user: a deleted one once failed every chunk at
+    # commit, so the operation stayed pending and blocked every later one.
+    make_failed(20, "orphan")
+    make_failed(3, "after")
+    user = User.objects.create_superuser("gone", password="pw")
+    orphan = operation(user, "retry", {"queue": "orphan"}, 20)
+    other = User.objects.create_superuser("operator", password="pw")
+    after = operation(other, "retry", {"queue": "after"}, 3)
+    user.delete()
+    start_worker("--queue", "orphan")
+
+    def both_done() -> bool:
+        orphan.refresh_from_db()
+        after.refresh_from_db()
+        return orphan.state == "done" and after.state == "done"
+
+    wait_until(both_done, 30, what="both operations done")
+    assert orphan.changed == 20 and "'gone' no longer exists" in orphan.last_error
+    assert Task.objects.filter(queue="orphan", status="queued").count() == 20
+    assert after.changed == 3 and LogEntry.objects.filter(user=other).count() == 3
+
+
+def _refuse_admin_log(dialect: str) -> None:
+    with connection.cursor() as cursor:
+        if dialect == "postgres":
+            cursor.execute(
+                "CREATE FUNCTION log_refuse() RETURNS trigger LANGUAGE plpgsql AS $$"
+                " BEGIN RAISE EXCEPTION 'log refused for the test'; END $$"
+            )
+            cursor.execute(
+                "CREATE TRIGGER log_refuse BEFORE INSERT ON django_admin_log FOR EACH ROW EXECUTE FUNCTION log_refuse()"
+            )
+        else:
+            cursor.execute(
+                "CREATE TRIGGER log_refuse BEFORE INSERT ON django_admin_log"
+                " BEGIN SELECT RAISE(ABORT, 'log refused for the test'); END"
+            )
+
+
+def test_an_operation_that_keeps_failing_is_stopped_and_the_next_runs(cairnq_db: Any, dialect: str, store: Any) -> None:
+    from cairnq_django.worker.bulk_operations import advance
+
+    make_failed(5, "stuck")
+    user = User.objects.create_superuser("operator", password="pw")
+    stuck = operation(user, "retry", {"queue": "stuck"}, 5)
+    following = operation(user, "retry", {"queue": "none-here"}, 0)
+    _refuse_admin_log(dialect)
+    assert advance(store, worker_id="w-test") is True
+    stuck.refresh_from_db()
+    assert stuck.state == "canceled" and "log refused for the test" in stuck.last_error, stuck.last_error
+    # Its chunk was undone whole: no task changed without its log entry.
+    assert Task.objects.filter(queue="stuck", status="failed").count() == 5
+    assert advance(store, worker_id="w-test") is True
+    following.refresh_from_db()
+    assert following.state == "done"
+    assert advance(store, worker_id="w-test") is False
