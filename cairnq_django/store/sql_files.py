@@ -6,6 +6,8 @@ from functools import lru_cache
 from importlib import resources
 from typing import TYPE_CHECKING
 
+from .sql_templates import VARIANTS, render
+
 if TYPE_CHECKING:
     from importlib.resources.abc import Traversable
 
@@ -14,8 +16,12 @@ DIALECTS = ("sqlite", "postgres")
 
 @lru_cache(maxsize=None)
 def load(dialect: str, name: str) -> str:
-    """Return the text of ``store/<dialect>/sql/<name>.sql``; read once per process."""
-    return folder_of(dialect).joinpath(f"{name}.sql").read_text("utf-8")
+    """Return the text of ``store/<dialect>/sql/<name>.sql``, or of the variant ``name``
+    rendered from its template (sql_templates.py); read once per process."""
+    folder = folder_of(dialect)
+    if variant := VARIANTS[dialect].get(name):
+        return render(dialect, name, folder.joinpath(f"{variant.template}.template.sql").read_text("utf-8"))
+    return folder.joinpath(f"{name}.sql").read_text("utf-8")
 
 
 def folder_of(dialect: str) -> Traversable:
@@ -39,6 +45,8 @@ def statement(dialect: str, name: str) -> str:
 
 
 def statement_names(dialect: str, folder: str = "") -> set[str]:
-    """List the statements a dialect ships (used to keep both dialects in step)."""
+    """List the statements a dialect ships, files and rendered variants (used to keep both dialects in step)."""
     base = folder_of(dialect).joinpath(*([folder] if folder else []))
-    return {entry.name[:-4] for entry in base.iterdir() if entry.name.endswith(".sql")}
+    files = {entry.name[:-4] for entry in base.iterdir() if entry.name.endswith(".sql")}
+    rendered = {name.rpartition("/")[2] for name in VARIANTS[dialect] if name.rpartition("/")[0] == folder}
+    return {name for name in files if not name.endswith(".template")} | rendered
