@@ -1,13 +1,16 @@
 """OpenTelemetry spans for submits and attempts, with the ``otel`` extra (docs/tracing.md).
 
 The client and the worker call ``publishing`` and ``processing`` here; this
-module imports nothing from opentelemetry. The first call tries to load the
-span modules (``producer``, ``consumer``); without opentelemetry-api, or with
-it but no tracer provider configured, both hand back shared do-nothing objects.
+module imports nothing from opentelemetry. The first call loads the span
+modules (``producer``, ``consumer``), once per process (the worker does it at
+start, ``load``); without opentelemetry-api, or with it but no tracer provider
+configured, both hand back shared do-nothing objects.
 """
 
 from __future__ import annotations
 
+import importlib.util
+import threading
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any
@@ -20,7 +23,7 @@ if TYPE_CHECKING:
     from ..tasks.registry import TaskDefinition
     from ..worker.attempt import Attempt
 
-__all__ = ["Publication", "failed", "processing", "publishing"]
+__all__ = ["Publication", "failed", "load", "processing", "publishing"]
 
 
 class Publication:
@@ -50,24 +53,56 @@ class Publication:
 UNTRACED = Publication()
 NO_SPAN: AbstractContextManager[None] = nullcontext()
 
-# None: not tried yet; False: opentelemetry-api is not installed.
+# None: not loaded yet; False: opentelemetry-api is not installed.
 _modules: tuple[ModuleType, ModuleType] | bool | None = None
+# Serialises the first load. Handler threads start at once, and Python does
+# not make the same failing import safe in several threads: a thread that
+# arrives while another's import fails can get the discarded half-run module
+# ("cannot import name 'consumer'", or a module without ``processing``).
+_load_lock = threading.Lock()
+
+
+def load() -> None:
+    """Load the span modules now, if not yet; an opentelemetry-api that is installed but fails to import raises."""
+    _load()
 
 
 def _load() -> tuple[ModuleType, ModuleType] | None:
+    modules = _modules
+    if modules is None:
+        modules = _load_once()
+    return modules if isinstance(modules, tuple) else None
+
+
+def _load_once() -> tuple[ModuleType, ModuleType] | bool:
     global _modules
-    if _modules is None:
-        try:
-            # Deferred: opentelemetry-api is an optional extra, and importing
-            # this package must not import it (nor fail without it).
-            from . import consumer, producer
-        except ModuleNotFoundError as exc:
-            if not (exc.name or "").startswith("opentelemetry"):
-                raise
-            _modules = False
-        else:
-            _modules = (producer, consumer)
-    return _modules if isinstance(_modules, tuple) else None
+    with _load_lock:
+        modules = _modules
+        if modules is None:  # else a thread this one waited for loaded them
+            modules = _modules = _import_span_modules()
+        return modules
+
+
+def _import_span_modules() -> tuple[ModuleType, ModuleType] | bool:
+    if not _api_installed():
+        return False
+    # Deferred: opentelemetry-api is an optional extra, and importing this
+    # package must not import it. It is installed, so an error here is a real
+    # fault (a broken or too old install): it propagates, and the next call tries again.
+    from . import consumer, producer
+
+    return (producer, consumer)
+
+
+def _api_installed() -> bool:
+    """Whether opentelemetry-api is installed, asked of the import system without importing it."""
+    try:
+        return importlib.util.find_spec("opentelemetry.trace") is not None
+    except ModuleNotFoundError as exc:
+        # Not even the ``opentelemetry`` namespace: no opentelemetry distribution at all.
+        if exc.name != "opentelemetry":
+            raise
+        return False
 
 
 def publishing(queue: str, name: str | None = None) -> AbstractContextManager[Publication]:

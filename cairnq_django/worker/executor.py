@@ -145,6 +145,9 @@ class Executor:
         settle: Callable[[list[Settlement]], None],
         on_end: Callable[[Call], None],
     ) -> None:
+        # Here, before any handler thread exists: a broken opentelemetry
+        # install stops the worker at start instead of failing every call.
+        tracing.load()
         self.concurrency = concurrency
         self.alias = alias
         self.application_name = application_name
