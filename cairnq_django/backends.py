@@ -197,8 +197,12 @@ _lock = threading.Lock()
 _django_tasks: dict[str, Any] = {}
 
 
-def _register(task: Any) -> None:
-    """Register (once per name) the cairnq handler that runs this Django task."""
+def _register(task: Any, default_attempts: Any) -> None:
+    """Register (once per name) the cairnq handler that runs this Django task.
+
+    The first task validated under a name is the decorator's (``using()``
+    and ``with_options()`` copies come later and keep its registration).
+    """
     name = task.module_path
     options = _cairnq_options(task)
     with _lock:
@@ -216,8 +220,24 @@ def _register(task: Any) -> None:
             name,
             resource=options["resource"],
             concurrency=options["concurrency"],
-            max_attempts=options["max_attempts"],
+            **_declared_options(task, options["max_attempts"] or default_attempts),
         )(handler)
+
+
+def _declared_options(task: Any, max_attempts: Any) -> dict[str, Any]:
+    """The submit options the Django task declares: its ``queue_name``, ``priority`` and attempts.
+
+    Registered with its handler, so a submit of its name as a string
+    (``cairnq_django.submit``, ``ctx.submit``, a ``CAIRNQ["SCHEDULE"]`` entry)
+    writes what ``enqueue()`` writes. A value cairnq cannot store is left out
+    (``None``): ``enqueue()`` refuses it naming Django's option, and checks
+    report a bad ``MAX_ATTEMPTS``, rather than the decorator failing here.
+    """
+    return {
+        "queue": task.queue_name if bounds.text_problem(task.queue_name) is None else None,
+        "priority": task.priority if bounds.PRIORITY.problem(task.priority) is None else None,
+        "max_attempts": max_attempts if bounds.MAX_ATTEMPTS.problem(max_attempts) is None else None,
+    }
 
 
 def _make_handler(name: str, func: Callable[..., Any]) -> Callable[..., Any]:
@@ -300,6 +320,10 @@ def _run(name: str, ctx: CairnqContext, payload: Any) -> Any:
             raw = task.call(*args, **kwargs)
     except Snooze:
         raise  # back to the queue, not finished: Django's task_finished is not sent
+    except KeyboardInterrupt:
+        # Django's contract (ImmediateBackend): an interrupt is the user
+        # stopping, not the task failing -- no task_finished, no error logged.
+        raise
     except BaseException as exc:
         # The worker writes the envelope (class path and traceback in its
         # details) for whatever was raised, as for any cairnq handler.
@@ -514,7 +538,7 @@ class CairnqBackend(BaseTaskBackend):  # type: ignore[misc,valid-type]
         """Validate as Django does, then the cairnq options; register the handler."""
         BaseTaskBackend.validate_task(self, task)
         _validate_options(task)
-        _register(task)
+        _register(task, self.options.get("MAX_ATTEMPTS", OPTION_DEFAULTS["MAX_ATTEMPTS"]))
 
     # ---- enqueue ---------------------------------------------------------------
     def enqueue(self, task: Any, args: Any, kwargs: Any) -> Any:

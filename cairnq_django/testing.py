@@ -14,7 +14,9 @@ limits, and retryable failures are retried at once (no backoff) unless
 
 Outcomes are the worker's: the same envelopes (a handler's exception keeps
 its traceback in ``details``), and ``SystemExit`` or ``KeyboardInterrupt``
-raised by a handler fails that task instead of leaving the test.
+raised by a handler fails that task instead of leaving the test -- except a
+``KeyboardInterrupt`` in a Django ``@task``, which Django's contract lets
+through: it leaves ``run_until_idle`` and the task is queued again.
 """
 
 from __future__ import annotations
@@ -137,6 +139,11 @@ def _snooze(store: Store, item: Settlement) -> Task:
     return row
 
 
+def _is_django_task(definition: TaskDefinition) -> bool:
+    """True for the handler ``cairnq_django.backends`` registers for a Django ``@task``."""
+    return getattr(definition.func, "_cairnq_django_task", None) is not None
+
+
 def run_task(store: Store, rows: Sequence[Task], *, backoff: bool = False) -> list[Task]:
     """Run one handler call for claimed ``rows`` (one name) and settle them; return the settled rows."""
     definition = get_task(rows[0].name)
@@ -156,7 +163,17 @@ def run_task(store: Store, rows: Sequence[Task], *, backoff: bool = False) -> li
     raised: BaseException | None = None
     try:
         value = _perform(definition, attempts)
-    except BaseException as exc:  # noqa: BLE001 - as in the worker, SystemExit and KeyboardInterrupt too
+    except KeyboardInterrupt as exc:
+        if not _is_django_task(definition):
+            raised = exc  # a cairnq handler's: that task's failure, as in the worker
+        else:
+            # Django's contract (its ImmediateBackend): an interrupt in a task
+            # reaches the caller, here maybe the user's Ctrl-C. The task goes
+            # back to the queue unfinished, as a worker hands back what it
+            # cannot finish.
+            store.release([row.id for row in rows], WORKER_ID)
+            raise
+    except BaseException as exc:  # noqa: BLE001 - as in the worker, SystemExit too
         raised = exc
     items = settlements(
         None,

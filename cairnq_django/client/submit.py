@@ -23,12 +23,13 @@ from ..store import get_store
 from ..store.base import SubmitSpec
 from ..tasks.registry import get_task
 from ..tasks.unknown import judge, judged
-from . import backpressure
+from . import backpressure, declared
 from .schema_guard import needs_schema
 
 if TYPE_CHECKING:
     from ..models import Task
     from ..store.base import Store
+    from ..tasks.registry import TaskDefinition
 
 SUBMIT_OPTIONS = validation.SUBMIT_OPTIONS
 
@@ -49,9 +50,9 @@ def build_spec(
     *,
     key: Any = None,
     conflict: Any = "reuse",
-    queue: Any = "default",
-    priority: Any = 0,
-    max_attempts: Any = 3,
+    queue: Any = declared.QUEUE,
+    priority: Any = declared.PRIORITY,
+    max_attempts: Any = declared.MAX_ATTEMPTS,
     delay_ms: Any = 0,
     metadata: Any = None,
     correlation_id: Any = None,
@@ -62,7 +63,10 @@ def build_spec(
 
     The order is the protocol's (3.1): conflict, max_attempts, delay_ms, then
     the remaining argument types, then the payload and metadata encoding.
+    ``queue``, ``priority`` and ``max_attempts`` left out come from the name's
+    declaration (``declared.resolve``).
     """
+    queue, priority, max_attempts = declared.resolve(name, queue, priority, max_attempts)
     validation.check_submit_args(
         name, queue, key, conflict, priority, max_attempts, delay_ms, correlation_id, parent_id, root_id
     )
@@ -150,9 +154,9 @@ def submit(
     *,
     key: str | None = None,
     conflict: str = "reuse",
-    queue: str = "default",
-    priority: int = 0,
-    max_attempts: int = 3,
+    queue: str = declared.QUEUE,
+    priority: int = declared.PRIORITY,
+    max_attempts: int = declared.MAX_ATTEMPTS,
     delay_ms: int = 0,
     metadata: dict[str, Any] | None = None,
     correlation_id: str | None = None,
@@ -160,6 +164,10 @@ def submit(
     root_id: str | None = None,
 ) -> Task:
     """Enqueue one task and return its row (or the existing row a keyed ``reuse`` found).
+
+    ``queue``, ``priority`` and ``max_attempts`` default to what the name's
+    ``@task`` declaration in this process sets, else ``"default"``, 0 and 3;
+    a value passed here wins.
 
     Raises ``ValueError`` for a bad argument, ``SerializationError`` for a
     payload or metadata JSON cannot carry, ``AlreadyExists`` for a keyed
@@ -211,20 +219,25 @@ def specs_for_many(items: Iterable[Any], common: Mapping[str, Any]) -> Iterator[
     nothing written.
     """
     size_limit = get_config()["MAX_PAYLOAD_BYTES"]
-    shared: SubmitSpec | None = None
+    # A pair's options are ``common`` plus what its name's declaration fills
+    # in, so pairs of one declaration (None: every undeclared name) share a
+    # template: the first pair builds and validates it, the others only
+    # check their own name and payload.
+    templates: dict[TaskDefinition | None, SubmitSpec] = {}
     for index, item in enumerate(items):
         # Pairs first: the Mapping test is an ABC check, slow next to these.
         if isinstance(item, (tuple, builtins.list)) and len(item) == 2:
             name, payload = item
-            # A pair takes every option from ``common``: validate those once
-            # (the first pair builds the template), then only the pair itself.
-            if shared is None:
-                shared = build_spec(name, payload, **common)
-                yield shared
-            elif _keyed(name):
+            definition = get_task(name) if isinstance(name, str) else None
+            if definition is not None and definition.limit_key is not None:
                 yield build_spec(name, payload, **common)  # its own limit key in its metadata
+                continue
+            template = templates.get(definition)
+            if template is None:
+                template = templates[definition] = build_spec(name, payload, **common)
+                yield template
             else:
-                yield _like(shared, name, payload, size_limit)
+                yield _like(template, name, payload, size_limit)
             continue
         if not isinstance(item, Mapping):
             raise ValueError(f"items[{index}] must be a dict or a (name, payload) pair, got {item!r}")
@@ -237,11 +250,6 @@ def specs_for_many(items: Iterable[Any], common: Mapping[str, Any]) -> Iterator[
         name = fields.pop("name")
         payload = fields.pop("payload", None)
         yield build_spec(name, payload, **{**common, **fields})
-
-
-def _keyed(name: Any) -> bool:
-    definition = get_task(name) if isinstance(name, str) else None
-    return definition is not None and definition.limit_key is not None
 
 
 def _like(shared: SubmitSpec, name: Any, payload: Any, size_limit: int | None) -> SubmitSpec:

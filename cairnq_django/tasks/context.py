@@ -282,8 +282,10 @@ class TaskContext:
     def submit(self, name: Any, payload: Any = None, **options: Any) -> Task:
         """Submit a child task with lineage (parent, root, correlation) wired.
 
-        Refused with ``LostLease`` once the lease is lost: the abandoned
-        attempt's retry would create the same children again.
+        As with ``submit``, a declared name's queue, priority and
+        max_attempts apply unless passed. Refused with ``LostLease`` once the
+        lease is lost: the abandoned attempt's retry would create the same
+        children again.
         """
         self._attempt.check_lease()
         options.setdefault("parent_id", self.task_id)

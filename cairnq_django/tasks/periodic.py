@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 from django.db import IntegrityError, transaction
 
 from .. import signals
+from ..client import declared
 from ..client.submit import build_spec
 from ..conf import get_config
 from ..exceptions import AlreadyExists
@@ -185,13 +186,21 @@ def _from_setting(name: str, value: Any) -> Schedule:
     payload = value.get("payload")
     if payload is None:
         payload = _django_payload(name) or {}
+    # Unset options are the task's declaration's, as for any submit by name;
+    # resolved on every tick, so a name declared after start-up is seen.
+    queue, priority, max_attempts = declared.resolve(
+        name,
+        value.get("queue", declared.QUEUE),
+        value.get("priority", declared.PRIORITY),
+        value.get("max_attempts", declared.MAX_ATTEMPTS),
+    )
     schedule = Schedule(
         name=name,
         cron=parse(value["cron"]),
         payload=payload,
-        queue=value.get("queue", "default"),
-        priority=value.get("priority", 0),
-        max_attempts=value.get("max_attempts", 3),
+        queue=queue,
+        priority=priority,
+        max_attempts=max_attempts,
     )
     _validate(schedule)
     return schedule

@@ -202,21 +202,15 @@ class TaskDefinition:
         """True if the name has limits of its own counted across the fleet."""
         return self.global_concurrency is not None or self.rate_limit is not None
 
-    def _options(self, options: dict[str, Any]) -> dict[str, Any]:
-        for key, value in (
-            ("queue", self.queue),
-            ("max_attempts", self.max_attempts),
-            ("priority", self.priority),
-        ):
-            if value is not None:
-                options.setdefault(key, value)
-        return options
-
     def submit(self, payload: Any = None, **options: Any) -> Any:
-        """Submit a task for this handler; the decorator's queue/priority/max_attempts are defaults."""
+        """Submit a task for this handler; the decorator's queue/priority/max_attempts are defaults.
+
+        Those defaults are applied by ``submit`` itself, for any submit of a
+        declared name (``client/declared.py``).
+        """
         from ..client.submit import submit  # the client imports the registry (unknown-task rule)
 
-        return submit(self.name, payload, **self._options(options))
+        return submit(self.name, payload, **options)
 
     def call(
         self, payload: Any = None, *, timeout: float | None = None, **options: Any
@@ -226,7 +220,7 @@ class TaskDefinition:
 
         if timeout is not None:
             options["timeout"] = timeout
-        return call(self.name, payload, **self._options(options))
+        return call(self.name, payload, **options)
 
     async def asubmit(self, payload: Any = None, **options: Any) -> Any:
         return await sync_to_async(self.submit, thread_sensitive=True)(
@@ -330,11 +324,12 @@ def task(
 ) -> Any:
     """Register a handler: ``@task``, ``@task("name")`` or ``@task(batch=..., resource=...)``.
 
-    ``queue``, ``max_attempts`` and ``priority`` are submit defaults for
-    ``.submit()``/``.call()``; ``batch``, ``concurrency`` and ``resource``
-    shape how a worker claims and calls it. ``global_concurrency``,
-    ``rate_limit`` and ``limit_key`` are counted across every worker of the
-    fleet (docs/limits.md).
+    ``queue``, ``max_attempts`` and ``priority`` are the defaults of every
+    submit of the name in this process (``.submit()``/``.call()``,
+    ``cairnq_django.submit(name)``, ``ctx.submit``, periodic ticks);
+    ``batch``, ``concurrency`` and ``resource`` shape how a worker claims
+    and calls it. ``global_concurrency``, ``rate_limit`` and ``limit_key``
+    are counted across every worker of the fleet (docs/limits.md).
     """
     options = {
         "queue": queue,
