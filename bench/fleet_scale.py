@@ -1,6 +1,6 @@
 """Scale-out on PostgreSQL (issue 21), measured with real worker and client processes.
 
-    .venv/bin/python bench/fleet_scale.py processes [--quick] [--claim-ahead N]  # drain rate at 1-16 worker processes; heartbeats
+    .venv/bin/python bench/fleet_scale.py processes [--quick] [--claim-ahead N|auto]  # drain rate at 1-16 worker processes; heartbeats
     .venv/bin/python bench/fleet_scale.py pooler [--quick]      # K workers + M clients through PgBouncer
     .venv/bin/python bench/fleet_scale.py xmin [--quick] [--flow-s S]  # a held REPEATABLE READ snapshot while tasks flow
 
@@ -149,7 +149,7 @@ class Bench:
         self.result.update(
             n=n, rounds=rounds, total_concurrency=total, claim_ahead=ahead, lease_ms=self.args.lease_ms, window_s=window
         )
-        flags = ["--lease-ms", str(self.args.lease_ms)] + (["--claim-ahead", str(ahead)] if ahead else [])
+        flags = ["--lease-ms", str(self.args.lease_ms), "--claim-ahead", ahead]
         drains: dict[int, list[dict[str, Any]]] = {procs: [] for procs in counts}
         starts: dict[int, list[float]] = {procs: [] for procs in counts}
         codes: dict[int, list[int]] = {procs: [] for procs in counts}
@@ -167,8 +167,9 @@ class Bench:
                     time.sleep(1.0)
                     drain = self.drain_once(fleet, procs, n)
                     # The heartbeat window fills every slot with a sleeping task; a
-                    # worker claiming ahead would lease several of them to one slot.
-                    if round_no == 0 and not ahead:
+                    # worker claiming a fixed number ahead would lease several of them
+                    # to one slot ("auto" never claims a long name ahead).
+                    if round_no == 0 and ahead in ("auto", "0"):
                         beats[procs] = self.heartbeat_window(fleet, procs, conc, window)
                 finally:
                     codes[procs] += fleet.stop()
@@ -547,7 +548,7 @@ def main() -> None:
         help="processes: the fleet sizes to run, comma-separated (default 1,2,4,8,16)",
     )
     parser.add_argument(
-        "--claim-ahead", type=int, default=0, help="processes: each worker's --claim-ahead (default 0: none)"
+        "--claim-ahead", default="auto", help="processes: each worker's --claim-ahead, a number or auto (default auto)"
     )
     parser.add_argument(
         "--rounds", type=int, default=0, help="processes: rounds of every fleet size (default 3; 1 with --quick)"

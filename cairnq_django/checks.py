@@ -4,7 +4,8 @@ Each misconfiguration has a stable id and a hint. The checks read settings
 only; they never open a database connection, so they are safe
 in ``manage.py check`` on a machine without the database.
 
-Ids used here: cairnq.E001-E004, W005, E006-E009, W010, E011-E017, I018, E019. The rules
+Ids used here: cairnq.E001-E004, W005, E006-E009, W010, E011-E017, I018, E019, W022,
+E023 (E020, E021 and W020 are the django.tasks backend's). The rules
 themselves live in ``conf`` (and ``protocol.bounds``), shared with the worker
 command and the worker; this module gives each fault its id and hint.
 """
@@ -16,10 +17,12 @@ import importlib
 from collections.abc import Mapping
 from typing import Any
 
+from django.apps import apps
 from django.conf import settings
 from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
 from django.db.utils import load_backend
+from django.utils.module_loading import module_has_submodule
 
 from . import conf
 from .client.backpressure import limit_problems
@@ -72,6 +75,8 @@ def check_configuration(app_configs: Any = None, **kwargs: Any) -> list[checks.C
     messages += _check_unknown_tasks(config)
     messages += _check_pooling(config)
     messages += _check_metrics_token(config)
+    messages += _check_metrics_host(config)
+    messages += _check_handlers(config)
     return messages
 
 
@@ -136,6 +141,58 @@ def _check_metrics_token(config: Mapping[str, Any]) -> list[checks.CheckMessage]
             id="cairnq.E019",
         )
     ]
+
+
+def _check_metrics_host(config: Mapping[str, Any]) -> list[checks.CheckMessage]:
+    problem = conf.metrics_host_problem(config.get("METRICS_HOST"))
+    if problem is None:
+        return []
+    return [
+        checks.Error(
+            f'CAIRNQ["METRICS_HOST"] {problem}.',
+            hint='"127.0.0.1" (the default) serves this host only; "0.0.0.0" every interface. See docs/metrics.md.',
+            id="cairnq.E023",
+        )
+    ]
+
+
+# Said by check cairnq.W022 and by cairnq_worker, which refuses to start on it.
+NO_HANDLERS_HINT = (
+    "A worker imports the tasks.py module of every app in INSTALLED_APPS: is the app that declares "
+    "your tasks installed, and are they in its tasks.py? If every task is run by other SDKs' workers, "
+    'list their names in CAIRNQ["FOREIGN_TASKS"]; a worker then runs for housekeeping alone.'
+)
+
+
+def no_handlers_problem(config: Mapping[str, Any]) -> str | None:
+    """Why a worker of this project would have nothing to run, or None.
+
+    None when an installed app declares a task, or when ``FOREIGN_TASKS``
+    says other SDKs' workers run this project's tasks.
+    """
+    foreign = config.get("FOREIGN_TASKS")
+    if registered() or (isinstance(foreign, (list, tuple)) and foreign):
+        return None
+    without = [
+        app.label
+        for app in apps.get_app_configs()
+        if not app.name.startswith("django.")
+        and app.name != __package__
+        and not module_has_submodule(app.module, "tasks")
+    ]
+    where = (
+        f"installed apps without a tasks module: {', '.join(without)}"
+        if without
+        else "every installed app's tasks module was imported and declared none"
+    )
+    return f"no installed app declares a task with @cairnq.task ({where}), so a worker has nothing to run"
+
+
+def _check_handlers(config: Mapping[str, Any]) -> list[checks.CheckMessage]:
+    problem = no_handlers_problem(config)
+    if problem is None:
+        return []
+    return [checks.Warning(f"{problem}.", hint=NO_HANDLERS_HINT, id="cairnq.W022")]
 
 
 def _check_unknown_tasks(config: Mapping[str, Any]) -> list[checks.CheckMessage]:

@@ -35,7 +35,7 @@ DEFAULTS: dict[str, Any] = {
     "CLAIM_BATCH": None,
     # Calls a worker may claim beyond its free slots, to run as slots free:
     # 0 means none (docs/worker.md#claiming-ahead).
-    "CLAIM_AHEAD": 0,
+    "CLAIM_AHEAD": "auto",
     # Payload byte budget for calls in flight; None means no budget.
     "MAX_IN_FLIGHT_BYTES": None,
     # Largest payload submit accepts (UTF-8 bytes of its JSON); None means no limit.
@@ -91,6 +91,9 @@ DEFAULTS: dict[str, Any] = {
     "SCHEDULE": {},
     # Bearer token the metrics view accepts besides a staff login (docs/metrics.md).
     "METRICS_TOKEN": None,
+    # Address a worker's metrics endpoint listens on (cairnq_worker --metrics-port):
+    # this host only unless set otherwise, since the endpoint has no authentication.
+    "METRICS_HOST": "127.0.0.1",
 }
 
 
@@ -149,12 +152,20 @@ NUMBERS: dict[str, tuple[bounds.IntRange, bool]] = {
 }
 
 
+# Integer settings that also take "auto" (the worker decides as it runs).
+AUTO_NUMBERS = frozenset({"CLAIM_AHEAD"})
+
+
 def number_problem(key: str, value: Any) -> str | None:
-    """What is wrong with ``value`` for integer setting ``key`` (None is fine where allowed)."""
+    """What is wrong with ``value`` for integer setting ``key`` (None, or "auto", is fine where allowed)."""
     allowed, nullable = NUMBERS[key]
     if value is None and nullable:
         return None
+    if key in AUTO_NUMBERS and value == "auto":
+        return None
     problem = allowed.problem(value)
+    if problem is not None and key in AUTO_NUMBERS:
+        return f'{problem} (or "auto")'
     return f"{problem} (or None)" if problem is not None and nullable else problem
 
 
@@ -217,13 +228,28 @@ MIN_METRICS_TOKEN_CHARS = 16
 
 
 def metrics_token_problem(token: Any) -> str | None:
-    """``METRICS_TOKEN``: None (no token access), or text of at least 16 characters."""
+    """``METRICS_TOKEN``: None (no token access), or text of at least 16 characters that is no repetition.
+
+    The one rule for check ``cairnq.E019`` and the metrics view, which
+    refuses to serve with a token it breaks (a WSGI server runs no checks).
+    """
     if token is None:
         return None
     if not isinstance(token, str):
         return f"must be a string or None, got {type(token).__name__}"
     if len(token.strip()) < MIN_METRICS_TOKEN_CHARS or token != token.strip():
         return f"must be at least {MIN_METRICS_TOKEN_CHARS} characters with no surrounding space, got {len(token)}"
+    # A string is some shorter string repeated exactly when it occurs in itself
+    # doubled other than at either end ("aaaa...", "passwordpassword").
+    if token in (token + token)[1:-1]:
+        return "must not be one character or one string repeated"
+    return None
+
+
+def metrics_host_problem(host: Any) -> str | None:
+    """``METRICS_HOST`` (or ``--metrics-host``): a host name or address to listen on."""
+    if not isinstance(host, str) or not host.strip() or host != host.strip() or "\x00" in host:
+        return f"must be a host name or address, got {host!r}"
     return None
 
 

@@ -268,3 +268,12 @@ def test_demo_printed_runserver_serves_a_styled_admin(subprocess_env: dict[str, 
     finally:
         os.killpg(server.pid, 15)
         server.wait(10)
+
+
+def test_the_worker_states_its_banner_once(project: FreshProject) -> None:
+    # The command prints the banner on stdout; the log says in one line that it started.
+    project.ok("migrate")
+    run = project.ok("cairnq_worker", "--burst")
+    both = run.stdout + run.stderr
+    assert both.count("connections:") == 1, both
+    assert run.stderr.count("worker started") == 1, run.stderr

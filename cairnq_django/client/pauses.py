@@ -10,16 +10,23 @@ Resuming deletes the row. On PostgreSQL it also sends the notification an
 insert sends (channel ``cairnq_queued``, the queue as payload, delivered at
 commit), so idle workers claim at once instead of at their next poll; on
 SQLite the commit itself wakes them (``worker/wakeups.py``).
+
+``unused_queue_problem`` tells a queue nothing uses (a typo: ``deafult``)
+from one in use, for ``cairnq_queues pause``; ``pause_queue`` itself pauses
+any name, since a queue may be paused ahead of its first task.
 """
 
 from __future__ import annotations
 
+import difflib
 from typing import TYPE_CHECKING, Any
 
 from django.db import connections, transaction
 
+from ..conf import get_config
 from ..protocol import bounds
 from ..store import get_store
+from ..tasks.registry import registered
 from .schema_guard import needs_schema
 
 if TYPE_CHECKING:
@@ -62,6 +69,34 @@ def _model() -> type[QueuePause]:
     from ..models import QueuePause
 
     return QueuePause
+
+
+def known_queues() -> set[str]:
+    """Queues something uses: a declared task's, ``CAIRNQ["QUEUES"]``, or one with a task, a pause or a live worker."""
+    declared = {definition.queue or "default" for definition in registered().values()}
+    configured = get_config().get("QUEUES")
+    if not isinstance(configured, (list, tuple)):
+        configured = []  # check cairnq.E011 reports it
+    # The metrics view's reading: one probe per distinct queue of the claim index.
+    seen = {item.queue for item in get_store().queue_overview()}
+    return declared | {queue for queue in configured if isinstance(queue, str)} | seen
+
+
+@needs_schema
+def unused_queue_problem(name: str) -> str | None:
+    """Say that nothing uses queue ``name`` (see ``known_queues``), naming the closest queues in use; else None."""
+    known = known_queues()
+    if name in known:
+        return None
+    # Past the reading's first 1,000 queues, a task row still counts.
+    # Imported on call: cairnq_django/__init__ imports the client before the app registry is ready.
+    from ..models import Task
+
+    if Task.objects.using(get_store().alias).filter(queue=name).exists():
+        return None
+    close = difflib.get_close_matches(name, sorted(known), n=3)
+    suggestion = f" (did you mean {' or '.join(map(repr, close))}?)" if close else ""
+    return f"no declared task, setting, task, pause or live worker uses queue {name!r}{suggestion}"
 
 
 def pause(name: str, *, reason: str = "", by: str = "") -> tuple[QueuePause, bool]:

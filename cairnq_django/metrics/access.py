@@ -3,14 +3,21 @@
 from __future__ import annotations
 
 import hmac
+import logging
+import time
 from enum import Enum
 
 from django.http import HttpRequest
 
-from ..conf import get_config
+from ..conf import get_config, metrics_token_problem
+
+logger = logging.getLogger("cairnq_django.metrics")
 
 # The scheme Prometheus sends for ``authorization: {credentials: ...}``.
 BEARER = "bearer"
+# A weak token is logged at most this often, however often the view is asked.
+WEAK_TOKEN_LOG_EVERY_S = 60.0
+_weak_token_logged_at = -WEAK_TOKEN_LOG_EVERY_S
 
 
 class Access(Enum):
@@ -19,19 +26,35 @@ class Access(Enum):
     UNAUTHENTICATED = "unauthenticated"
     # A signed-in user without the permission: 403.
     FORBIDDEN = "forbidden"
+    # METRICS_TOKEN breaks cairnq.E019's rule: nobody is served until it is fixed.
+    MISCONFIGURED = "misconfigured"
 
 
-def configured_token() -> str | None:
-    """The token, or None when unset or not text (``cairnq.E019`` reports a bad one)."""
-    token = get_config().get("METRICS_TOKEN")
-    return token if isinstance(token, str) and token else None
+def token_problem() -> str | None:
+    """What is wrong with the configured token (``conf.metrics_token_problem``), logged when something is.
+
+    Checked here, where the token is read, because a WSGI server never runs
+    the system checks: a short token must not be served.
+    """
+    global _weak_token_logged_at
+    problem = metrics_token_problem(get_config().get("METRICS_TOKEN"))
+    if problem is not None and time.monotonic() - _weak_token_logged_at >= WEAK_TOKEN_LOG_EVERY_S:
+        _weak_token_logged_at = time.monotonic()
+        logger.error(
+            'refusing to serve the queue metrics: CAIRNQ["METRICS_TOKEN"] %s (system check cairnq.E019); '
+            "use a long random string such as secrets.token_urlsafe(32), or None",
+            problem,
+        )
+    return problem
 
 
 def check_access(request: HttpRequest) -> Access:
+    if token_problem() is not None:
+        return Access.MISCONFIGURED
+    token = get_config().get("METRICS_TOKEN")
     header = request.headers.get("Authorization")
     if header is not None:
         scheme, _, credentials = header.partition(" ")
-        token = configured_token()
         if scheme.lower() != BEARER or token is None:
             return Access.UNAUTHENTICATED
         # Constant time, on bytes: a timing difference must not spell the token out.

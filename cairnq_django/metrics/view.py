@@ -21,6 +21,12 @@ def _reading() -> str:
 def queue_metrics(request: HttpRequest) -> HttpResponse:
     """Depth by queue and status, the earliest-due task's age and paused queues (see docs/metrics.md)."""
     access = check_access(request)
+    if access is Access.MISCONFIGURED:
+        return HttpResponse(
+            'refused: CAIRNQ["METRICS_TOKEN"] is too weak to serve (system check cairnq.E019); see the log\n',
+            status=403,
+            content_type="text/plain",
+        )
     if access is Access.UNAUTHENTICATED:
         response = HttpResponse("authentication required\n", status=401, content_type="text/plain")
         response["WWW-Authenticate"] = 'Bearer realm="cairnq metrics"'

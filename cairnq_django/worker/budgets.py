@@ -9,7 +9,7 @@ still safe after it: no call ever waits for a slot while holding a lease.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -55,6 +55,9 @@ class Budgets:
     # (per-name concurrency, a resource, a fleet limit) claims ahead: its
     # tasks hold their slot and their lease while they wait.
     ahead: int = 0
+    # Whether a source's calls may be claimed ahead; None: any source without
+    # a limit of its own. The automatic mode (run_times.py) also asks for names seen to be short.
+    may_claim_ahead: Callable[[Source], bool] | None = None
     calls: int = 0
     bytes: int = 0
     by_name: dict[str, int] = field(default_factory=dict)
@@ -69,6 +72,16 @@ class Budgets:
     def free(self) -> int:
         """Calls the next claim may take: the free slots, and ``ahead`` more."""
         return self.concurrency + self.ahead - self.calls
+
+    def free_slots(self, drawn: int = 0) -> int:
+        """Calls the next claim may take without claiming ahead (``drawn``: taken earlier this poll)."""
+        return max(0, self.concurrency - self.calls - drawn)
+
+    def claims_ahead(self, source: Source) -> bool:
+        """Whether ``source``'s calls may go past the free slots."""
+        if source.restricted:
+            return False
+        return self.may_claim_ahead is None or self.may_claim_ahead(source)
 
     def must_wait(self) -> bool:
         """True when something runs and either no call slot is free (claiming ahead: a claimed
@@ -96,8 +109,8 @@ class Budgets:
         after the plan returns.
         """
         limits: list[int] = []
-        if self.ahead and source.restricted:
-            limits.append(max(0, self.concurrency - self.calls - drawn))
+        if self.ahead and not self.claims_ahead(source):
+            limits.append(self.free_slots(drawn))
         if self.claim_batch is not None:
             limits.append(max(1, self.claim_batch // source.batch))
         if source.concurrency is not None:

@@ -28,12 +28,13 @@ from . import connections as _db
 from ..protocol.envelopes import LEASE_EXPIRED_ERROR, LEASE_EXPIRED_RETRIED, no_handler_envelope, undecodable_envelope
 from .attempt import Attempt, AttemptOwner
 from .db_file import DatabaseFile
-from .executor import Call, Executor
+from .executor import HANDED_BACK, Call, Executor
 from .heartbeat import Heartbeat, beat_interval_ms
 from .options import WorkerOptions
 from .pickup import pickup_ms
 from .presence import Presence
 from .budgets import Budgets, Source, build_sources, fleet_keep_ms
+from .run_times import HAND_BACK_AFTER_MS, RunTimes
 from .planner import ClaimPlanner
 from ..protocol.backoff import Backoff
 from ..store import get_store
@@ -99,14 +100,22 @@ class Worker(AttemptOwner):
         self.sources = build_sources(self.definitions, options.resources, options.global_resources)
         self.names = [definition.name for definition in self.definitions]
         self._largest_batch = max((source.batch for source in self.sources), default=1)
+        unlimited = any(not source.restricted for source in self.sources)
         self.budgets = Budgets(
             concurrency=max(1, options.concurrency),
             resources=dict(options.resources),
             claim_batch=options.claim_batch,
             max_in_flight_bytes=options.max_in_flight_bytes,
             # A worker whose every source has a limit of its own never claims ahead.
-            ahead=options.claim_ahead if any(not source.restricted for source in self.sources) else 0,
+            ahead=self._fixed_ahead(options.claim_ahead) if unlimited else 0,
         )
+        # The automatic claim-ahead learns run times per name; a fixed one needs none.
+        self.run_times = RunTimes() if options.claim_ahead == "auto" and unlimited else None
+        if self.run_times is not None:
+            run_times = self.run_times
+            self.budgets.may_claim_ahead = lambda source: len(run_times.short_names(source.names)) == len(source.names)
+        # Calls in flight of a name not (yet) seen to be short: nothing is claimed ahead behind them.
+        self._long_calls: set[int] = set()
         # SQLite has one writer at a time; the worker's own writer threads take
         # turns in-process instead of sleeping in SQLite's busy handler.
         # Reentrant: the shared connection's turns take it too (connections.py).
@@ -130,6 +139,7 @@ class Worker(AttemptOwner):
             write_lock=self.write_lock,
             hooks=hooks or NO_HOOKS,
             on_recovered=self._recovered,
+            short_names=self.run_times.short_names if self.run_times is not None else None,
         )
         self.inflight: dict[str, tuple[Attempt, Call]] = {}
         self._inflight_lock = threading.Lock()
@@ -285,6 +295,7 @@ class Worker(AttemptOwner):
             f"  resources: {resources}\n"
             f"  concurrency: {self.budgets.concurrency}"
             + (f" (+{self.budgets.ahead} claimed ahead)" if self.budgets.ahead else "")
+            + (" (claims ahead tasks seen to run short)" if self.run_times is not None else "")
             + f", lease: {opts.lease_ms} ms, "
             f"max_run: {opts.max_run_ms or 'unbounded'}"
             + (" ms" if opts.max_run_ms else "")
@@ -324,6 +335,40 @@ class Worker(AttemptOwner):
         entry = self._forget(attempt)
         self._finished(attempt, status, entry[1] if entry else None)
 
+    @staticmethod
+    def _fixed_ahead(claim_ahead: int | str) -> int:
+        return claim_ahead if isinstance(claim_ahead, int) else 0
+
+    def _auto_ahead(self) -> int:
+        """The automatic mode's allowance for the next claim: none while a call of a long name runs."""
+        assert self.run_times is not None
+        if self._long_calls:
+            return 0
+        short = self.run_times.short_names(tuple(self.names))
+        return self.run_times.ahead(short, self.budgets.concurrency) if short else 0
+
+    def _hand_back_if_stuck(self) -> None:
+        """Release the calls waiting claimed-ahead once a call in flight runs past ``HAND_BACK_AFTER_MS``.
+
+        Another worker, maybe idle, takes them; this one claims again when its slots free.
+        """
+        now = time.monotonic()
+        with self._inflight_lock:
+            calls = {id(call): call for _attempt, call in self.inflight.values()}.values()
+        overrun = [
+            call for call in calls if call.started and not call.ended and now - call.started > HAND_BACK_AFTER_MS / 1000
+        ]
+        waiting = [call for call in calls if not call.started]
+        if not overrun or not waiting:
+            return
+        # Until they end, nothing is claimed ahead behind them (not even the tasks handed back now).
+        self._long_calls.update(id(call) for call in overrun)
+        self._hand_back(unstarted=True, why=f"a call ran past {HAND_BACK_AFTER_MS:.0f} ms")
+        for call in waiting:
+            if call.state == HANDED_BACK:
+                for attempt in call.attempts:
+                    self._forget(attempt)
+
     def _settlement_behind(self) -> bool:
         """Whether finished tasks pile up behind the settler's write in progress.
 
@@ -347,6 +392,10 @@ class Worker(AttemptOwner):
         return in_flight, self.succeeded, self.failed
 
     def _on_call_end(self, call: Call) -> None:
+        if self.run_times is not None and call.definition is not None:
+            self._long_calls.discard(id(call))
+            if call.started and call.ended:
+                self.run_times.record(call.name, (call.ended - call.started) * 1000, len(call.attempts))
         if call.definition is not None:
             self.budgets.release(call.source, call.nbytes)
         # A freed slot or resource unit may make a claim worthwhile right away.
@@ -485,7 +534,13 @@ class Worker(AttemptOwner):
         self.db_executor = self.executor.db_executor
         self.waker.start()
         self.sweeper.start()
-        logger.info("worker started: %s", self.banner().replace("\n", ";"))
+        # One line: the command prints the whole banner on stdout already.
+        opts = self.options
+        logger.info(
+            "worker started: %s (%s, queues: %s, concurrency: %d)",
+            self.worker_id, self.store.dialect, ", ".join(opts.queues), self.budgets.concurrency,
+        )
+        logger.debug("worker configuration: %s", self.banner().replace("\n", ";"))
         try:
             self._loop()
         finally:
@@ -511,8 +566,15 @@ class Worker(AttemptOwner):
             # must end the wait at once, not after the 0.1 s timeout.
             seen = self.budgets.releases
             if self.budgets.must_wait() or self._settlement_behind():
+                if self.run_times is not None and self.budgets.calls > self.budgets.concurrency:
+                    # Calls wait claimed ahead: watch that none waits behind a call running long.
+                    self._hand_back_if_stuck()
+                    self.budgets.wait_for_release(seen, HAND_BACK_AFTER_MS / 4000)
+                    continue
                 self.budgets.wait_for_release(seen, 0.1)
                 continue
+            if self.run_times is not None:
+                self.budgets.ahead = self._auto_ahead()
             if not self.sources:
                 if self.options.burst:
                     return
@@ -646,6 +708,8 @@ class Worker(AttemptOwner):
                     )
                     continue
                 self.budgets.acquire(source, nbytes)
+                if self.run_times is not None and definition is not None and not self.run_times.short(definition.name):
+                    self._long_calls.add(id(call))
                 started = bool(signals.task_started.receivers)
                 pickups = [pickup_ms(attempt.task) for attempt in attempts]
                 self.history.started(zip((attempt.task.queue for attempt in attempts), pickups))
@@ -739,7 +803,7 @@ class Worker(AttemptOwner):
             self.finished,
         )
 
-    def _hand_back(self, *, unstarted: bool = False) -> None:
+    def _hand_back(self, *, unstarted: bool = False, why: str = "") -> None:
         """Release tasks whose handler still runs at the drain deadline, so another worker gets them now.
 
         Only calls the executor gives up (``take_back``) are released; a call
@@ -774,7 +838,7 @@ class Worker(AttemptOwner):
                 log = logger.info if unstarted else logger.warning
                 log(
                     "%s: handed back %d of %d %s task(s): %s",
-                    "stopping" if unstarted else "drain timeout",
+                    why or ("stopping" if unstarted else "drain timeout"),
                     len(released),
                     len(ids),
                     "claimed-ahead" if unstarted else "running",

@@ -21,8 +21,9 @@ class WorkerOptions:
     heartbeat_interval_ms: int | None = None
     max_run_ms: int | None = None
     claim_batch: int | None = None
-    # Calls claimed beyond the free slots, waiting for one (docs/worker.md#claiming-ahead).
-    claim_ahead: int = 0
+    # Calls claimed beyond the free slots, waiting for one (docs/worker.md#claiming-ahead):
+    # "auto" claims ahead only tasks of names seen to run short (run_times.py).
+    claim_ahead: int | str = "auto"
     poll_interval_ms: int = 500
     max_in_flight_bytes: int | None = None
     retry_backoff_ms: int = 1_000

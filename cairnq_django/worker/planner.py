@@ -83,6 +83,7 @@ class ClaimPlanner:
         write_lock: threading.Lock | threading.RLock | None = None,
         hooks: ClaimHooks = NO_HOOKS,
         on_recovered: Callable[[list[Recovered]], None] | None = None,
+        short_names: Callable[[tuple[str, ...]], tuple[str, ...]] | None = None,
     ) -> None:
         self.store = store
         self.sources = sources
@@ -96,6 +97,8 @@ class ClaimPlanner:
         self.write_lock = write_lock
         self.hooks = hooks
         self.on_recovered = on_recovered
+        # The automatic claim-ahead (run_times.py): which of some names are short.
+        self.short_names = short_names
         self.state = PollState()
         # The session of every fast-path draw: no probe (the poll asked it, or
         # skipped it on purpose), no recovery (expired leases were asked about
@@ -103,6 +106,8 @@ class ClaimPlanner:
         # Nothing but the worker's own statements runs on the claim thread's
         # connection (handlers have theirs), so its plans can be reused.
         self.one_draw = self._request(probe=False, recover=False, single_draw=True)
+        # The same, with the automatic claim-ahead's second draw of the short names.
+        self.ahead_draws = self._request(probe=False, recover=False, single_draw=False)
 
     def _request(self, *, probe: ClaimProbe | bool, recover: bool | None, single_draw: bool) -> ClaimRequest:
         return ClaimRequest(
@@ -219,6 +224,10 @@ class ClaimPlanner:
         drawn: Drawn = []
         full = [False]
         hold_until = time.monotonic() + EMPTY_SOURCE_HOLD_S
+        # Short names drawn once more to claim ahead: then the session draws twice.
+        extra = self._ahead_only(order)
+        if extra and request.single_draw:
+            request = self.ahead_draws
 
         # Called by the store inside the session (again if the session is
         # retried, so it starts over each time).
@@ -229,7 +238,7 @@ class ClaimPlanner:
             drawn_calls = 0
             rows_left = remaining
             taken: dict[str, int] = {}
-            for source in order:
+            for source in order + extra:
                 if left <= 0 or (rows_left is not None and rows_left <= 0):
                     break
                 ceiling = budgets.source_ceiling(source, taken, drawn_calls)
@@ -253,7 +262,7 @@ class ClaimPlanner:
                     continue
                 state.empty_until.pop(source.names, None)
                 calls = group(rows)
-                if not drawn:
+                if not drawn and source in sources:
                     state.cursor = (sources.index(source) + 1) % len(sources)
                 drawn.append((source, calls))
                 left -= len(calls)
@@ -262,6 +271,9 @@ class ClaimPlanner:
                     rows_left -= len(rows)
                 if source.resource is not None:
                     taken[source.resource] = taken.get(source.resource, 0) + len(calls)
+                if budgets.ahead and self._drew_long(rows):
+                    # Nothing more waits behind a call that may run long.
+                    left = min(left, budgets.free_slots(drawn_calls))
 
         if self.write_lock is not None:
             with self.write_lock:
@@ -272,6 +284,30 @@ class ClaimPlanner:
         if not rows:
             return []
         return drawn
+
+    def _ahead_only(self, order: list[Source]) -> list[Source]:
+        """The short names of sources held to their free slots, drawn once more to claim ahead.
+
+        Automatic mode only: a source whose names are not all short takes only
+        the free slots; its short names may still fill the rest.
+        """
+        if self.short_names is None or not self.budgets.ahead:
+            return []
+        extra = []
+        for source in order:
+            if source.restricted or self.budgets.claims_ahead(source):
+                continue
+            short = self.short_names(source.names)
+            if short and self.state.empty_until.get(short, 0.0) <= time.monotonic():
+                extra.append(Source(names=short, batch=source.batch))
+        return extra
+
+    def _drew_long(self, rows: list[Task]) -> bool:
+        """Whether a draw brought a task of a name not seen to be short (automatic mode only)."""
+        if self.short_names is None:
+            return False
+        names = tuple({row.name for row in rows})
+        return len(self.short_names(names)) < len(names)
 
     # ---- between polls -------------------------------------------------------
     def idle_timeout(self, poll_s: float) -> float:

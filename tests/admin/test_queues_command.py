@@ -35,7 +35,7 @@ def pauses() -> list[tuple[str, str, str]]:
 
 
 def test_pause_and_resume(store: Any) -> None:
-    assert run("pause", "emails", "--reason", "provider outage", "--by", "ops") == "paused queue 'emails'\n"
+    assert run("pause", "emails", "--new", "--reason", "provider outage", "--by", "ops") == "paused queue 'emails'\n"
     assert pauses() == [("emails", "ops", "provider outage")]
     again = run("pause", "emails", "--reason", "other")
     assert again.startswith("queue 'emails' was already paused (since ") and again.endswith(" by ops)\n")
@@ -47,7 +47,7 @@ def test_pause_and_resume(store: Any) -> None:
 
 def test_pause_records_the_login_name_by_default(store: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("getpass.getuser", lambda: "deployer")
-    run("pause", "emails")
+    run("pause", "emails", "--new")
     assert pauses() == [("emails", "deployer", "")]
 
 
@@ -81,7 +81,6 @@ def test_list_shows_every_queue_with_its_state_and_counts(store: Any) -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        ((), "the following arguments are required"),
         (("stop", "emails"), "invalid choice: 'stop'"),
         (("pause",), "the following arguments are required: NAME"),
         (("pause", ""), "argument NAME: must be a non-empty string"),

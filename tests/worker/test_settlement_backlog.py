@@ -25,7 +25,8 @@ SLOW_SETTLE_WORKER = str(Path(__file__).with_name("_slow_settle_worker.py"))
 def test_claims_wait_while_settlements_pile_up(cairnq_db: Any, start_worker: Any) -> None:
     ids = [cq.submit("demo.noop", {}).id for _ in range(60)]
     worker = start_worker(
-        "--burst", "--concurrency", "2", "--task", "demo.noop",
+        # Claiming ahead would lease the whole (short) queue at once by design.
+        "--burst", "--concurrency", "2", "--claim-ahead", "0", "--task", "demo.noop",
         env={"SETTLE_SLEEP_MS": "30"}, script=SLOW_SETTLE_WORKER,
     )
     most = 0

@@ -7,6 +7,7 @@ Thin on purpose: parse and validate options (each flag falls back to its
 from __future__ import annotations
 
 import argparse
+import difflib
 import logging
 import time
 from typing import TYPE_CHECKING, Any
@@ -17,12 +18,15 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, OperationalError, connections
 from django.db.migrations.executor import MigrationExecutor
 
+from ...checks import NO_HANDLERS_HINT, no_handlers_problem
 from ...conf import (
+    DEFAULTS,
     NUMBERS,
     async_claim_commit_problem,
     capacity_problem,
     drain_timeout_problem,
     get_config,
+    metrics_host_problem,
     number_problem,
     queues_problem,
     resources_problems,
@@ -78,6 +82,17 @@ def _setting_int(key: str) -> Any:
     return _int(NUMBERS[key][0])
 
 
+def _claim_ahead(text: str) -> int | str:
+    """``--claim-ahead``: "auto", or a number of calls in CLAIM_AHEAD's range."""
+    if text == "auto":
+        return text
+    try:
+        value: int = _setting_int("CLAIM_AHEAD")(text)
+    except argparse.ArgumentTypeError as exc:
+        raise argparse.ArgumentTypeError(f'{exc} (or "auto")') from None
+    return value
+
+
 def _seconds(text: str) -> float:
     try:
         value = float(text)
@@ -122,9 +137,22 @@ _METRICS_HINT = "pip install 'cairnq-django[metrics]'"
 
 
 def _host(text: str) -> str:
-    if not text.strip() or "\x00" in text:
-        raise argparse.ArgumentTypeError(f"must be a host name or address, got {text!r}")
+    problem = metrics_host_problem(text.strip())
+    if problem is not None:
+        raise argparse.ArgumentTypeError(problem)
     return text.strip()
+
+
+def _unknown_tasks(missing: list[str], known: list[str]) -> str:
+    """``--task``'s error: each name without a handler, with the registered names closest to it."""
+    parts = []
+    for name in missing:
+        close = difflib.get_close_matches(name, known, n=3)
+        parts.append(f"{name!r} (did you mean {' or '.join(map(repr, close))}?)" if close else repr(name))
+    return (
+        f"--task: no handler registered for {', '.join(parts)}; "
+        f"registered: {', '.join(sorted(known)) or 'none'}"
+    )
 
 
 def _metrics_endpoint() -> type[WorkerEndpoint]:
@@ -132,8 +160,10 @@ def _metrics_endpoint() -> type[WorkerEndpoint]:
     try:
         # Imported only for --metrics-port: a worker without it never loads prometheus_client.
         from ...metrics.worker_endpoint import WorkerEndpoint
-    except ImportError as exc:
-        if not (exc.name or "").startswith("prometheus_client"):
+    except ModuleNotFoundError as exc:
+        # Only the package itself missing is the extra not installed; anything
+        # else (a module of ours, a prometheus_client too old or broken) is a fault.
+        if exc.name != "prometheus_client":
             raise
         raise CommandError(f"--metrics-port needs prometheus-client, which is not installed: {_METRICS_HINT}") from exc
     return WorkerEndpoint
@@ -172,7 +202,8 @@ class Command(BaseCommand):
         parser.add_argument(
             "--concurrency",
             type=_setting_int("CONCURRENCY"),
-            help=f"Handler calls in flight (a batch is one call); at most {bounds.MAX_CONCURRENCY}.",
+            help=f"Handler calls in flight (a batch is one call); at most {bounds.MAX_CONCURRENCY} "
+            f'(default CAIRNQ["CONCURRENCY"], {DEFAULTS["CONCURRENCY"]}).',
         )
         parser.add_argument(
             "--resource",
@@ -185,47 +216,60 @@ class Command(BaseCommand):
         parser.add_argument(
             "--lease-ms",
             type=_setting_int("LEASE_MS"),
-            help=f"Lease per claim and per heartbeat; at least three heartbeats ({bounds.MIN_LEASE_MS} by default).",
+            help=f'Lease per claim and per heartbeat (default CAIRNQ["LEASE_MS"], {DEFAULTS["LEASE_MS"]}); '
+            f"at least three heartbeats, so at least {bounds.MIN_LEASE_MS} with the default heartbeat.",
         )
         parser.add_argument(
-            "--max-run-ms", type=_setting_int("MAX_RUN_MS"), help="Wall-clock ceiling per handler call."
+            "--max-run-ms",
+            type=_setting_int("MAX_RUN_MS"),
+            help='Wall-clock ceiling per handler call (default CAIRNQ["MAX_RUN_MS"], unbounded).',
         )
         parser.add_argument(
-            "--claim-batch", type=_setting_int("CLAIM_BATCH"), help="Most rows one claim draw may request."
+            "--claim-batch",
+            type=_setting_int("CLAIM_BATCH"),
+            help='Most rows one claim draw may request (default CAIRNQ["CLAIM_BATCH"], no cap).',
         )
         parser.add_argument(
             "--claim-ahead",
-            type=_setting_int("CLAIM_AHEAD"),
-            metavar="N",
-            help="Calls to claim beyond the free slots, run as slots free (default 0; short tasks only).",
+            type=_claim_ahead,
+            metavar="N|auto",
+            help='Calls to claim beyond the free slots, run as slots free; "auto" claims ahead only tasks '
+            'of names seen to run short, 0 never (default CAIRNQ["CLAIM_AHEAD"], '
+            f"{DEFAULTS['CLAIM_AHEAD']}).",
         )
         parser.add_argument(
-            "--poll-interval-ms", type=_setting_int("POLL_INTERVAL_MS"), help="Idle sleep between empty polls."
+            "--poll-interval-ms",
+            type=_setting_int("POLL_INTERVAL_MS"),
+            help=f'Idle sleep between empty polls (default CAIRNQ["POLL_INTERVAL_MS"], {DEFAULTS["POLL_INTERVAL_MS"]}).',
         )
         parser.add_argument(
             "--max-in-flight-bytes",
             type=_setting_int("MAX_IN_FLIGHT_BYTES"),
-            help="Payload byte budget of calls in flight.",
+            help='Payload byte budget of calls in flight (default CAIRNQ["MAX_IN_FLIGHT_BYTES"], none).',
         )
         parser.add_argument(
             "--retry-backoff-ms",
             type=_setting_int("RETRY_BACKOFF_MS"),
-            help="Retry backoff base; 0 disables backoff.",
+            help=f'Retry backoff base; 0 disables backoff (default CAIRNQ["RETRY_BACKOFF_MS"], '
+            f'{DEFAULTS["RETRY_BACKOFF_MS"]}).',
         )
         parser.add_argument(
-            "--retry-backoff-max-ms", type=_setting_int("RETRY_BACKOFF_MAX_MS"), help="Retry backoff cap."
+            "--retry-backoff-max-ms",
+            type=_setting_int("RETRY_BACKOFF_MAX_MS"),
+            help=f'Retry backoff cap (default CAIRNQ["RETRY_BACKOFF_MAX_MS"], {DEFAULTS["RETRY_BACKOFF_MAX_MS"]}).',
         )
         parser.add_argument(
             "--drain-timeout",
             type=_seconds,
             metavar="SECONDS",
-            help="On SIGTERM, wait this long for calls in flight before handing them back.",
+            help="On SIGTERM, wait this long for calls in flight before handing them back "
+            f'(default CAIRNQ["DRAIN_TIMEOUT"], {DEFAULTS["DRAIN_TIMEOUT"]:g}).',
         )
         parser.add_argument(
             "--async-claim-commit",
             action=argparse.BooleanOptionalAction,
             default=None,
-            help='Claims commit without waiting for the disk flush (default CAIRNQ["ASYNC_CLAIM_COMMIT"]).',
+            help='Claims commit without waiting for the disk flush (default CAIRNQ["ASYNC_CLAIM_COMMIT"], on).',
         )
         parser.add_argument(
             "--task",
@@ -256,7 +300,8 @@ class Command(BaseCommand):
             "--metrics-host",
             type=_host,
             metavar="HOST",
-            help="Address the metrics endpoint listens on (default 0.0.0.0, every interface).",
+            help=f'Address the metrics endpoint listens on (default CAIRNQ["METRICS_HOST"], '
+            f"{DEFAULTS['METRICS_HOST']}: this host only; 0.0.0.0 serves every interface, unauthenticated).",
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -267,12 +312,18 @@ class Command(BaseCommand):
         elif options["metrics_host"] is not None:
             raise CommandError("--metrics-host needs --metrics-port")
         config = get_config()
+        metrics_host = options["metrics_host"]
+        if endpoint_class is not None and metrics_host is None:
+            metrics_host = config.get("METRICS_HOST")
+            problem = metrics_host_problem(metrics_host)
+            if problem is not None:
+                raise CommandError(f'CAIRNQ["METRICS_HOST"] {problem}')
         values: dict[str, Any] = {}
         for dest, key in _SETTINGS.items():
             value = options.get(dest)
             if value is None:
                 value = config.get(key)
-                problem = None if value is None else NUMBERS[key][0].problem(value)
+                problem = None if value is None else number_problem(key, value)
                 if problem is not None:
                     raise CommandError(f'CAIRNQ["{key}"] {problem}')
             values[dest] = value
@@ -330,6 +381,11 @@ class Command(BaseCommand):
             max_tasks=options["max_tasks"],
             async_claim_commit=bool(async_claim_commit),
         )
+        if not options["tasks"]:
+            # A worker with no handler would claim nothing, forever, in silence.
+            problem = no_handlers_problem(config)
+            if problem is not None:
+                raise CommandError(f"{problem}. {NO_HANDLERS_HINT}")
         alias = config.get("DATABASE") or DEFAULT_DB_ALIAS
         # First: some system checks open the database (a SQLite JSONField's),
         # and a database that is down must be waited out, or refused, here.
@@ -341,19 +397,21 @@ class Command(BaseCommand):
             known = registered()
             missing = [name for name in options["tasks"] if name not in known]
             if missing:
-                raise CommandError(
-                    f"--task: no handler registered for {', '.join(map(repr, missing))}; "
-                    f"registered: {', '.join(sorted(known)) or 'none'}"
-                )
+                raise CommandError(_unknown_tasks(missing, list(known)))
             definitions = [known[name] for name in dict.fromkeys(options["tasks"])]
         try:
             worker = Worker(worker_options, definitions=definitions)
         except ImproperlyConfigured as exc:
             raise CommandError(str(exc)) from exc
         self.stdout.write(worker.banner())
+        if not worker.definitions:
+            logging.getLogger("cairnq_django.worker").warning(
+                'no task handler registered: this worker claims nothing and runs housekeeping only '
+                '(CAIRNQ["FOREIGN_TASKS"] says other SDKs\' workers run the tasks)'
+            )
         endpoint = None
         if endpoint_class is not None:
-            host, port = options["metrics_host"] or "0.0.0.0", options["metrics_port"]
+            host, port = metrics_host, options["metrics_port"]
             try:
                 endpoint = endpoint_class(worker, host, port)
             except OSError as exc:
