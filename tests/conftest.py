@@ -113,3 +113,10 @@ def subprocess_env(cairnq_db: Any) -> dict[str, str]:
     env["DJANGO_SETTINGS_MODULE"] = "testproject.settings"
     env["PYTHONPATH"] = str(Path(__file__).resolve().parent.parent)
     return env
+
+
+@pytest.fixture(autouse=True)
+def _quick_password_hashing(settings: Any) -> None:
+    # Django's default hasher takes ~0.3 s a password, by design: ~240 tests
+    # create or log in a user, which cost minutes of every CI leg.
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
