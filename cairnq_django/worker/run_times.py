@@ -48,10 +48,15 @@ class RunTimes:
     def short(self, name: str) -> bool:
         """Whether ``name`` has been seen often enough, and quick enough, to claim ahead."""
         with self._lock:
-            return self._seen.get(name, 0) >= SAMPLES and self._average[name] <= SHORT_MS
+            return self._is_short(name)
 
     def short_names(self, names: tuple[str, ...]) -> tuple[str, ...]:
-        return tuple(name for name in names if self.short(name))
+        """The short ones of ``names``, in their order (asked on every poll: one lock for all)."""
+        with self._lock:
+            return tuple(name for name in names if self._is_short(name))
+
+    def _is_short(self, name: str) -> bool:
+        return self._seen.get(name, 0) >= SAMPLES and self._average[name] <= SHORT_MS
 
     def ahead(self, names: tuple[str, ...], concurrency: int) -> int:
         """How many calls of ``names`` (all short) make about ``AHEAD_WORK_MS`` of work per slot."""
