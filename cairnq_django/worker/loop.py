@@ -58,7 +58,7 @@ CLAIM_ERROR_BACKOFF_MAX_S = 5.0
 # outcome to the settler, and the least time the settler gets to write it.
 HANDOFF_WAIT_S = 5.0
 SETTLE_GRACE_S = 2.0
-# After a wake-up that found nothing, how long further wake-ups are gathered
+# After a notification (LISTEN) whose claim found nothing, how long further wake-ups are gathered
 # into one claim (jittered ±50 %), doubled for each such wake-up in a row up to
 # HERD_HOLD_OFF_MAX_S (and never past the poll interval), back to the first
 # step once a claim gets rows. Every submit's NOTIFY wakes every listener and
@@ -73,6 +73,15 @@ HERD_HOLD_OFF_MAX_S = 0.2
 def herd_hold_off_s(empty_wakes: int, poll_s: float) -> float:
     """How long to gather wake-ups after the ``empty_wakes``-th empty woken claim in a row (before jitter)."""
     return min(HERD_HOLD_OFF_S * 2 ** min(empty_wakes - 1, 16), HERD_HOLD_OFF_MAX_S, poll_s)
+
+
+def herd_hold_s(empty_wakes: int, poll_s: float, due_in_s: float, jitter: float) -> float:
+    """The hold-off after an empty claim that a notification woke: jittered, and never past the next due task.
+
+    A notification of a delayed task also ends in an empty claim; holding off
+    past its due time would start it that much late.
+    """
+    return max(0.0, min(jitter * herd_hold_off_s(empty_wakes, poll_s), due_in_s))
 
 
 class Worker(AttemptOwner):
@@ -583,6 +592,7 @@ class Worker(AttemptOwner):
             # A wake-up from LISTEN (work arrived in our queues) or a freed
             # slot: worth drawing at once, without asking the probe first.
             hinted = self.store.dialect == "postgres" and self.waker.event.is_set()
+            notified = self.waker.notified
             self.waker.arm()
             seen_releases = self.budgets.releases
             # Burst ends only after an empty claim that started with nothing in
@@ -636,13 +646,14 @@ class Worker(AttemptOwner):
             # hold-off below, a retry coming due meanwhile would no longer
             # count as "next" (it is due) and the wait would last the poll.
             idle_s = self.planner.idle_timeout(poll_s)
-            if hinted:
-                # Woken, but another worker took the task (every listener is
-                # woken by each submit): wake-ups for a while then make one
-                # claim, not one each, which bounds a fleet's empty claims.
+            if notified:
+                # Notified, but another worker took the task (every listener
+                # is woken by each submit): wake-ups for a while then make one
+                # claim, not one each, which bounds a fleet's empty claims. A
+                # freed slot that finds nothing holds nothing off: no herd.
                 empty_wakes += 1
                 held_from = time.monotonic()
-                self.waker.hold_off(random.uniform(0.5, 1.5) * herd_hold_off_s(empty_wakes, poll_s))
+                self.waker.hold_off(herd_hold_s(empty_wakes, poll_s, idle_s, random.uniform(0.5, 1.5)))
                 idle_s -= time.monotonic() - held_from
             self.waker.wait(max(idle_s, 0.0), extra=self._released_since(seen_releases))
 

@@ -62,13 +62,23 @@ class Waker:
     def __init__(self, should_stop: Callable[[], bool]) -> None:
         self.should_stop = should_stop
         self.event = threading.Event()
+        # Whether a wake-up since the last arm() was a notification that work
+        # arrived (LISTEN), as opposed to a freed slot: only an empty claim
+        # after a notification means another worker took the task.
+        self.notified = False
 
     def arm(self) -> None:
         """Forget earlier wake-ups; call right before a claim."""
+        self.notified = False
         self.event.clear()
 
     def wake(self) -> None:
         self.event.set()
+
+    def notify(self) -> None:
+        """Wake up because work arrived in one of the worker's queues."""
+        self.notified = True
+        self.wake()
 
     def wait(self, timeout: float, extra: Callable[[], bool] | None = None) -> None:
         deadline = time.monotonic() + timeout
@@ -293,7 +303,7 @@ class PgWaker(Waker):
                 while not self._stop.is_set():
                     for note in conn.notifies(timeout=0.5):
                         if note.payload in self.queues:
-                            self.wake()
+                            self.notify()
             except Exception as exc:  # noqa: BLE001 - LISTEN never affects correctness
                 self.listening.clear()
                 if self._stop.is_set():

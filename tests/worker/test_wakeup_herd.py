@@ -18,7 +18,8 @@ import pytest
 
 import cairnq_django as cq
 from cairnq_django.models import Task
-from cairnq_django.worker.loop import herd_hold_off_s
+from cairnq_django.worker.loop import herd_hold_off_s, herd_hold_s
+from cairnq_django.worker.wakeups import PgWaker, Waker
 
 from .test_metrics_endpoint import metrics_url, scrape, value
 
@@ -71,3 +72,49 @@ def test_a_wake_up_storm_costs_each_listener_few_claims(
 def test_the_hold_off_doubles_to_its_ceiling_and_never_passes_the_poll() -> None:
     assert [herd_hold_off_s(n, 0.5) for n in (1, 2, 3, 4, 50)] == [0.05, 0.1, 0.2, 0.2, 0.2]
     assert herd_hold_off_s(3, 0.15) == 0.15
+
+
+def test_the_hold_off_never_passes_the_next_due_task() -> None:
+    # A notification of a delayed task ends in an empty claim too: holding off
+    # the full 200 ms started such tasks up to that much late.
+    assert herd_hold_s(3, 0.5, due_in_s=0.03, jitter=1.5) == 0.03
+    assert herd_hold_s(3, 0.5, due_in_s=5.0, jitter=1.5) == pytest.approx(0.3)
+    assert herd_hold_s(1, 0.5, due_in_s=-0.001, jitter=1.0) == 0.0
+
+
+def test_only_a_notification_counts_as_one() -> None:
+    # A freed slot wakes the loop too; an empty claim after it is no lost race,
+    # and holding off after it delayed the next submit's pickup and every due task.
+    waker = Waker(lambda: False)
+    waker.wake()
+    assert waker.event.is_set() and not waker.notified
+    waker.notify()
+    assert waker.notified
+    waker.arm()
+    assert not waker.event.is_set() and not waker.notified
+
+
+def test_the_listener_reports_a_notify_for_its_queue_as_a_notification(cairnq_db: Any, dialect: str) -> None:
+    if dialect != "postgres":
+        pytest.skip("LISTEN is PostgreSQL's")
+    from django.conf import settings
+    from django.db import connection
+
+    if settings.CAIRNQ.get("TRANSACTION_POOLING"):
+        pytest.skip("no LISTEN session through a transaction pooler")
+    waker = PgWaker(lambda: False, "default", ["mine"], "cairnq-test-listener")
+    waker.start()
+    try:
+        assert waker.listening.wait(10)
+        waker.event.wait(2)  # the start-up wake-up: work may have arrived meanwhile
+        waker.arm()
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_notify('cairnq_queued', 'other')")
+        time.sleep(0.3)
+        assert not waker.event.is_set()  # another queue's work is not ours
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_notify('cairnq_queued', 'mine')")
+        assert waker.event.wait(5)
+        assert waker.notified
+    finally:
+        waker.stop()
