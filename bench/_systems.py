@@ -31,6 +31,8 @@ class Mode:
     # handlers too and serves this one name (--task), so a drain with a
     # limit and one without differ in nothing else.
     task: str | None = None
+    # ``--claim-ahead`` for ours' worker; None leaves the default ("auto").
+    claim_ahead: str | None = None
 
     @property
     def task_name(self) -> str:
@@ -119,7 +121,9 @@ def _ours_worker(dialect: str, db: str, mode: Mode) -> list[str]:
         "bench",
         "--concurrency",
         str(mode.concurrency),
-    ] + (["--task", mode.task] if mode.task is not None else [])
+    ] + (["--task", mode.task] if mode.task is not None else []) + (
+        ["--claim-ahead", mode.claim_ahead] if mode.claim_ahead is not None else []
+    )
 
 
 def _upstream_worker(dialect: str, db: str, mode: Mode) -> list[str]:

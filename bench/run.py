@@ -45,9 +45,20 @@ DIALECTS = ("postgres", "sqlite")
 
 # The fleet metric's drains (ours): the plain no-op handler, and the same
 # handler under a fleet limit no drain reaches; each worker serves its one name.
+# Both sides without claiming ahead: a fleet-limited name never claims ahead
+# (a task waiting in this worker would hold a unit of the fleet's limit that
+# an idle worker elsewhere could use), and an unlimited short one does by
+# default, so on defaults the ratio would measure claiming ahead, not the
+# limit. Claimed one call at a time, they differ in the limit's check alone.
 FLEET_PAIRS = {
-    "c1": (Mode("c1-plain", 1, 1, task="bench.noop"), Mode("c1-limited", 1, 1, task="bench.noop_limited")),
-    "c8": (Mode("c8-plain", 1, 8, task="bench.noop"), Mode("c8-limited", 1, 8, task="bench.noop_limited")),
+    "c1": (
+        Mode("c1-plain", 1, 1, task="bench.noop", claim_ahead="0"),
+        Mode("c1-limited", 1, 1, task="bench.noop_limited", claim_ahead="0"),
+    ),
+    "c8": (
+        Mode("c8-plain", 1, 8, task="bench.noop", claim_ahead="0"),
+        Mode("c8-limited", 1, 8, task="bench.noop_limited", claim_ahead="0"),
+    ),
 }
 FLEET_CLAIM_LIMIT = 8  # rows per keyed claim: a worker at --concurrency 8 with every slot free
 
