@@ -13,6 +13,15 @@ in production. Reported per mode:
 * ``short stuck``: short tasks that ended after a long task ended, having
   waited claimed ahead behind it (the other workers had long run out of
   work by then);
+* ``idle while held``: the strict form. A task waits claimed ahead from its
+  claim to its start, or, when its worker hands it back, from the start of
+  the call it waited behind to the hand-back (read from the worker's log).
+  Another worker is idle between the end of one task and the start of its
+  next. The figure is the longest time any worker sat idle while a task
+  waited claimed ahead on another (max), and how many such overlaps exceeded
+  5 ms (a worker's own claim round trip between two tasks is about 1-3 ms of
+  idleness that no claiming ahead can remove). A task counts as waiting from
+  its claim until the call before it on its worker ended;
 * ``last short done`` and ``last long done``: when they ended, from the
   moment the mix was submitted.
 
@@ -26,12 +35,15 @@ task done long before the long ones; a fixed 63 shows what it prevents.
 from __future__ import annotations
 
 import argparse
+import bisect
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
 import time
+from datetime import datetime
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -60,6 +72,66 @@ def ledger(directory: Path) -> list[dict]:
     return sorted(events, key=lambda event: event["wall"])
 
 
+# The test project's log format starts with asctime: "2026-12-07 15:20:01,123".
+_HANDED_BACK = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) .*handed back \d+ of \d+ claimed-ahead")
+
+
+def hand_backs(log: Path) -> list[float]:
+    """The wall times at which a worker's log says it handed claimed-ahead tasks back."""
+    times = []
+    for line in log.read_text(errors="replace").splitlines():
+        match = _HANDED_BACK.match(line)
+        if match:
+            times.append(datetime.strptime(match.group(1), "%Y-%m-%d %H:%M:%S,%f").timestamp())
+    return times
+
+
+def idle_while_held(events: list[dict], backs: dict[int, list[float]]) -> list[float]:
+    """Each overlap (s) of a worker's idle gap with a task waiting claimed ahead on another worker."""
+    by_pid: dict[int, list[dict]] = {}
+    for event in events:
+        by_pid.setdefault(event["pid"], []).append(event)
+    last = max(e["wall"] for e in events)
+    # Idle gaps: from one task's end to the next start on the same worker, or
+    # to the end of the mix after its last task.
+    gaps: dict[int, list[tuple[float, float]]] = {}
+    waits: list[tuple[int, float, float]] = []
+    for pid, own in by_pid.items():
+        own.sort(key=lambda e: e["wall"])
+        gaps[pid] = [
+            (a["wall"], b["wall"])
+            for a, b in zip(own, own[1:])
+            if a["event"] == "end" and b["event"] == "start" and b["wall"] > a["wall"]
+        ]
+        if own[-1]["event"] == "end" and own[-1]["wall"] < last:
+            gaps[pid].append((own[-1]["wall"], last))
+        # Held: claimed while the worker's previous call still ran, until that call ended
+        # (what follows is the worker's own dispatch, not waiting behind another call).
+        for a, b in zip(own, own[1:]):
+            claimed = (b.get("claimed_ms") or 0) / 1000
+            if a["event"] == "end" and b["event"] == "start" and claimed and claimed < a["wall"]:
+                waits.append((pid, claimed, a["wall"]))
+    for pid, times in backs.items():
+        own_starts = [e["wall"] for e in by_pid.get(pid, []) if e["event"] == "start"]
+        for handed in times:
+            i = bisect.bisect_left(own_starts, handed)
+            if i:
+                waits.append((pid, own_starts[i - 1], handed))
+    overlaps = []
+    for pid, held_from, held_to in waits:
+        for other, idle in gaps.items():
+            if other == pid:
+                continue
+            i = max(0, bisect.bisect_right(idle, (held_from, float("inf"))) - 1)
+            for gap_from, gap_to in idle[i:]:
+                if gap_from >= held_to:
+                    break
+                overlap = min(gap_to, held_to) - max(gap_from, held_from)
+                if overlap > 0:
+                    overlaps.append(overlap)
+    return overlaps
+
+
 def run(mode: str, args: argparse.Namespace) -> dict:
     db = f"{args.pg.rsplit('/', 1)[0]}/bench_mix"
     subprocess.run(
@@ -72,9 +144,12 @@ def run(mode: str, args: argparse.Namespace) -> dict:
     env.update(DATABASE_URL=db, LEDGER_DIR=str(directory), CAIRNQ_LOG_LEVEL="INFO")
     manage(env, "migrate", "-v", "0")
     flags = ["cairnq_worker", "--queue", "mix", "--concurrency", "1", "--task", "demo.sleep", "--claim-ahead", mode]
+    logs = [directory / f"worker-{i}.log" for i in range(WORKERS)]
     workers = [
-        subprocess.Popen([PYTHON, "manage.py", *flags], cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
-        for _ in range(WORKERS)
+        subprocess.Popen(
+            [PYTHON, "manage.py", *flags], cwd=REPO, env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT
+        )
+        for log in logs
     ]
     try:
         time.sleep(3)  # every worker up
@@ -114,8 +189,13 @@ def run(mode: str, args: argparse.Namespace) -> dict:
             by_pid.setdefault(e["pid"], []).append(e["wall"] - began)
         for pid, walls in by_pid.items():
             print(f"  pid {pid}: {len(walls)} tasks, first end {min(walls):.2f}, last end {max(walls):.2f}")
+    backs = {worker.pid: hand_backs(log) for worker, log in zip(workers, logs)}
+    overlaps = idle_while_held(events, backs)
     return {
         "mode": mode,
+        "idle_held_max_ms": round(max(overlaps, default=0.0) * 1000, 1),
+        "idle_held_over_5ms": sum(1 for o in overlaps if o > 0.005),
+        "hand_backs": sum(len(t) for t in backs.values()),
         "tasks": len(specs),
         "ended": len(ends),
         "short_stuck": sum(1 for wall in short_ends if wall > first_long_end),
@@ -133,12 +213,16 @@ def main() -> int:
     parser.add_argument("--short", type=int, default=2000, help="1 ms tasks in the mix")
     args = parser.parse_args()
     print(f"{WORKERS} workers x c1; {args.long} tasks of {args.long_s:g} s among {args.short} of 1 ms")
-    print("| --claim-ahead | short stuck behind a long task | last short done | last long done |")
-    print("|---|---|---|---|")
+    print(
+        "| --claim-ahead | short stuck behind a long task | idle while held: max, overlaps > 5 ms "
+        "| hand-backs | last short done | last long done |"
+    )
+    print("|---|---|---|---|---|---|")
     for mode in args.modes.split(","):
         result = run(mode, args)
         print(
-            f"| {mode} | {result['short_stuck']} | {result['short_done_s']} s | {result['long_done_s']} s |",
+            f"| {mode} | {result['short_stuck']} | {result['idle_held_max_ms']} ms, {result['idle_held_over_5ms']} "
+            f"| {result['hand_backs']} | {result['short_done_s']} s | {result['long_done_s']} s |",
             flush=True,
         )
         if result["ended"] < result["tasks"]:

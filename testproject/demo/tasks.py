@@ -120,8 +120,8 @@ def noop_batch(items: list[Any]) -> None:
 
 @task("demo.sleep")
 def sleep(ctx: Any, payload: Any) -> dict[str, Any]:
-    """Sleep ``payload["ms"]`` and record start/end in the ledger."""
-    ledger("start", ctx)
+    """Sleep ``payload["ms"]`` and record start/end in the ledger (the start with its claim's time)."""
+    ledger("start", ctx, claimed_ms=ctx.task.updated_at_ms)
     _sleep_ms(payload)
     ledger("end", ctx)
     return {"slept_ms": payload.get("ms", 0)}
