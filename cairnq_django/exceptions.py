@@ -115,12 +115,16 @@ class TaskCanceled(CairnQError):
 class TaskTimeout(CairnQError):
     """A wait passed its deadline; the task itself keeps running."""
 
-    def __init__(self, task_id: str | None, snapshot: Any = None, key: str | None = None) -> None:
+    def __init__(
+        self, task_id: str | None, snapshot: Any = None, key: str | None = None, hint: str | None = None
+    ) -> None:
         what = f"task {task_id}" if task_id else f"task for key {key!r}"
-        super().__init__(f"timed out waiting for {what}")
+        # hint: the likely cause, when the wait could tell (client/unserved.py).
+        super().__init__(f"timed out waiting for {what}" + (f": {hint}" if hint else ""))
         self.task_id = task_id
         self.snapshot = snapshot
         self.key = key
+        self.hint = hint
 
 
 class QueueFull(CairnQError):

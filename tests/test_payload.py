@@ -1,12 +1,17 @@
 """The JSON encoder every write goes through: same text as the standard
-library's compact encoder, the same refusals, and safe to share between threads."""
+library's compact encoder, the same refusals, and safe to share between threads;
+a refused value's error names its path and what to pass instead."""
 
 from __future__ import annotations
 
+import datetime as dt
+import enum
 import json
 import math
 import threading
 import time
+import uuid
+from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -106,3 +111,36 @@ def test_one_value_shared_by_many_threads_is_never_mistaken_for_a_cycle(monkeypa
         thread.join()
     assert failures == []
     assert CountingEncoder.calls == 0
+
+
+class Colour(enum.Enum):
+    RED = "red"
+
+
+@pytest.mark.parametrize(
+    ("value", "hint"),
+    [
+        (dt.datetime(2025, 1, 2, 3, 4, 5), "pass payload['order']['when'].isoformat() (ISO 8601 text) instead"),
+        (dt.date(2025, 1, 2), "pass payload['order']['when'].isoformat() (ISO 8601 text) instead"),
+        (dt.timedelta(seconds=90), "pass payload['order']['when'].total_seconds() instead"),
+        (Decimal("19.99"), "pass str(payload['order']['when']) instead"),
+        (uuid.UUID(int=7), "pass str(payload['order']['when']) instead"),
+        ({"a", "b"}, "pass list(payload['order']['when']) or sorted(payload['order']['when']) instead"),
+        (b"raw", "pass text instead: payload['order']['when'].decode(), or base64 for binary data"),
+        (Colour.RED, "pass payload['order']['when'].value instead"),
+        (math.inf, "pass None or a string instead (JSON has no NaN or Infinity)"),
+        (object(), "convert it to a dict, list, str, int, float, bool or None first"),
+    ],
+    ids=["datetime", "date", "timedelta", "Decimal", "UUID", "set", "bytes", "Enum", "inf", "object"],
+)
+def test_a_refused_value_gets_a_hint_at_its_path(value: Any, hint: str) -> None:
+    with pytest.raises(SerializationError) as info:
+        payload.encode_object({"order": {"id": 1, "when": value}}, what="payload")
+    message = str(info.value)
+    assert "payload['order']['when']: " in message
+    assert message.endswith(f"; {hint})"), message
+
+
+def test_the_hint_names_a_list_items_path() -> None:
+    with pytest.raises(SerializationError, match=r"pass str\(metadata\['ids'\]\[2\]\) instead"):
+        payload.encode_object({"ids": ["a", "b", uuid.UUID(int=1)]}, what="metadata")

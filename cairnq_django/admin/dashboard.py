@@ -21,6 +21,7 @@ from .bulk import recent_operations
 from .charts import peak_per_minute, throughput_svg
 from .index_blind import IndexBlind
 from .queue_controls import ShownControl, shown_controls
+from .sidebar import dashboard_sidebar_request
 from .throughput import QueueHour, last_hour, quantile_text
 from .triage import TopError, top_errors
 from .values import EMPTY, odd_time, stored_datetime
@@ -238,6 +239,10 @@ def dashboard(model_admin: TaskAdmin, request: HttpRequest) -> HttpResponse:
         "breadcrumbs_as_list": django.VERSION >= (6, 0),
         "refresh_ms": REFRESH_MS,
         "refresh_s": REFRESH_MS // 1000,
+        # The sidebar marks "Queue dashboard", not "Tasks" (whose URLs this page is under).
+        "sidebar_request": dashboard_sidebar_request(
+            request, model_admin.admin_site.name, model_admin.opts.app_label
+        ),
     }
     if request.GET.get("fragment") == FRAGMENT:
         response = TemplateResponse(request, "admin/cairnq/dashboard_live.html", context)

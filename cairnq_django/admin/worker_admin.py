@@ -20,7 +20,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 from django.utils.translation import gettext_lazy as _
 
-from .values import EMPTY, number_text, time_text, time_value
+from .values import EMPTY, number_text, time_text
 from ..models import Worker, WorkerState
 from ..store import get_store
 
@@ -158,13 +158,15 @@ class WorkerAdmin(admin.ModelAdmin):
     def global_resources_text(self, obj: Worker) -> str:
         return _joined(obj.global_resources)
 
+    # Read-only fields show a datetime as str() gives it ("…26.384000+00:00"):
+    # every time here is spelled as the task pages spell theirs ("…26.384 UTC").
     @admin.display(description=_("started"), ordering="started_at_ms")
-    def started_display(self, obj: Worker) -> Any:
-        return time_value(obj.started_at_ms)
+    def started_display(self, obj: Worker) -> SafeString | str:
+        return time_text(obj.started_at_ms)
 
     @admin.display(description=_("last seen"), ordering="last_seen_at_ms")
-    def last_seen_display(self, obj: Worker) -> Any:
-        return time_value(obj.last_seen_at_ms)
+    def last_seen_display(self, obj: Worker) -> SafeString | str:
+        return time_text(obj.last_seen_at_ms)
 
     @admin.display(description=_("stopped"))
     def stopped_display(self, obj: Worker) -> SafeString | str:

@@ -25,6 +25,7 @@ from ..store.missing_schema import is_missing_table
 from ..tasks.unknown import judge, judged
 from . import backpressure, pauses, queries, workers
 from .submit import announce, build_spec, check_many_options, gate_limits, specs_for_many
+from .unserved import timeout_hint
 from .wait import DEFAULT_MAX_POLL_MS, DEFAULT_POLL_MS, DEFAULT_TIMEOUT, Poller, TaskRef, outcome, validate
 
 if TYPE_CHECKING:
@@ -158,7 +159,7 @@ async def apoll(
         if row is not None and row.is_terminal:
             return row
         if remaining <= 0:
-            raise state.timeout_error(ref, row)
+            raise state.timeout_error(ref, row, await _async(timeout_hint)(row))
         await asyncio.sleep(state.next_sleep(remaining))
 
 

@@ -23,6 +23,7 @@ from ..protocol.validation import TERMINAL_STATUSES
 from ..store import get_store
 from .schema_guard import needs_schema
 from .submit import submit
+from .unserved import timeout_hint
 
 if TYPE_CHECKING:
     from ..models import Task
@@ -87,9 +88,9 @@ class Poller:
         # terminal, or the deadline passed and the error wants a snapshot.
         return ref is not None and (ref.is_terminal or remaining <= 0)
 
-    def timeout_error(self, ref: TaskRef | None, snapshot: Any) -> TaskTimeout:
+    def timeout_error(self, ref: TaskRef | None, snapshot: Any, hint: str | None = None) -> TaskTimeout:
         task_id = ref.id if ref is not None else self.subject_id
-        return TaskTimeout(task_id, snapshot, key=self.key)
+        return TaskTimeout(task_id, snapshot, key=self.key, hint=hint)
 
     def next_sleep(self, remaining: float) -> float:
         seconds = min(self.interval_ms / 1000, remaining)
@@ -118,7 +119,7 @@ def poll(
         if row is not None and row.is_terminal:
             return row
         if remaining <= 0:
-            raise state.timeout_error(ref, row)
+            raise state.timeout_error(ref, row, timeout_hint(row))
         time.sleep(state.next_sleep(remaining))
 
 

@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..exceptions import SerializationError
+from .json_hints import conversion_hint
 
 # Set on a claimed Task whose payload the claim left in the database (too
 # large to carry, see sql/*/claim.sql): the payload's size in bytes, for the
@@ -167,9 +168,9 @@ def _first_problem(value: Any, root: str, *, deep: bool = False) -> str | None:
                 stack.append((f"{path}[{index}]", item[index], depth + 1))
         elif isinstance(item, float):
             if deep and not math.isfinite(item):
-                return f"{path}: {item!r} is not valid JSON"
+                return f"{path}: {item!r} is not valid JSON; {conversion_hint(item, path)}"
         elif deep and not (item is None or isinstance(item, (bool, int))):
-            return f"{path}: {type(item).__name__} is not JSON-serializable"
+            return f"{path}: {type(item).__name__} is not JSON-serializable; {conversion_hint(item, path)}"
     return None
 
 

@@ -2,8 +2,9 @@
 
 Pins: a missing or wrong column (badge, "cancel requested", progress, local
 times), filters or search that miss or over-match, unescaped payloads on the
-detail page, an add/change/delete path that bypasses the store, and page views
-that count or DISTINCT-scan the whole table.
+detail page, an add/change/delete path that bypasses the store, page views
+that count or DISTINCT-scan the whole table, a sidebar marking "Tasks" on the
+dashboard, and docs naming an admin page other than the admin does.
 """
 
 from __future__ import annotations
@@ -11,14 +12,18 @@ from __future__ import annotations
 import datetime
 import re
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
+from django.apps import apps
+from django.contrib import admin
 from django.db import connections
 from django.test import Client, override_settings
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import formats, timezone
+from django.utils.text import capfirst
 
 from cairnq_django.admin import paginator
 from cairnq_django.models import Task
@@ -285,3 +290,46 @@ def test_dashboard_needs_view_permission(store: Any, cairnq_db: Any) -> None:
     assert client.get(reverse("admin:cairnq_task_dashboard")).status_code == 200
     anonymous = Client().get(reverse("admin:cairnq_task_dashboard"))
     assert anonymous.status_code == 302 and "/login/" in anonymous["Location"]
+
+
+# The sidebar rows Django's admin/app_list.html marks as the current page.
+CURRENT_ROW = re.compile(r'<tr class="model-([a-z_]+) current-model">')
+
+
+def sidebar_current(html: str) -> list[str]:
+    sidebar = html[html.index('<nav class="sticky" id="nav-sidebar"') :]
+    return CURRENT_ROW.findall(sidebar[: sidebar.index("</nav>")])
+
+
+def test_sidebar_marks_the_dashboard_not_tasks(store: Any, superuser_client: Client) -> None:
+    """The dashboard lives under the task admin's URLs; the sidebar still marks its own entry."""
+    make_task(store, "queued", queue="emails")
+    html = superuser_client.get(reverse("admin:cairnq_task_dashboard")).content.decode()
+    assert sidebar_current(html) == ["queuedashboard"]
+    dashboard_entry = reverse("admin:cairnq_queuedashboard_changelist")
+    assert f'<a href="{dashboard_entry}" aria-current="page">' in html
+    # The app stays marked, and the task list and the worker list mark their own rows.
+    assert 'class="app-cairnq module current-app"' in html
+    assert sidebar_current(superuser_client.get(reverse(CHANGELIST)).content.decode()) == ["task"]
+    workers = superuser_client.get(reverse("admin:cairnq_worker_changelist")).content.decode()
+    assert sidebar_current(workers) == ["worker"]
+
+
+# "*Task queue › Workers*" and the like: a path through the admin, as the docs write it.
+DOCS_ADMIN_PATH = re.compile(r"(\*\*?)([^*\n›]+?) › ([^*\n›]+?)\1")
+
+
+def test_the_docs_name_admin_pages_as_the_admin_does() -> None:
+    """Every "App › Page" the docs write is the app's name and an entry the admin lists under it."""
+    app = apps.get_app_config("cairnq")
+    registered = [model for model in app.get_models() if admin.site.is_registered(model)]
+    entries = {str(capfirst(model._meta.verbose_name_plural)) for model in registered}
+    docs = Path(__file__).resolve().parents[2] / "docs"
+    paths = [
+        (page.name, section, entry)
+        for page in sorted(docs.glob("*.md"))
+        for _mark, section, entry in DOCS_ADMIN_PATH.findall(page.read_text())
+    ]
+    assert paths, "the docs name no admin page at all"
+    wrong = [path for path in paths if path[1] != app.verbose_name or path[2] not in entries]
+    assert not wrong, f"the admin shows {app.verbose_name!r} › one of {sorted(entries)}"

@@ -1,4 +1,5 @@
-"""The dashboard refreshes itself in Chromium while a real worker runs, and reads without JavaScript.
+"""The dashboard refreshes itself in Chromium while a real worker runs, reads without JavaScript,
+and is the entry the sidebar highlights.
 
 A worker subprocess finishes a task submitted while the page is open; the
 page's counts and chart change without a reload (a marker set on ``window``
@@ -89,3 +90,19 @@ def test_the_dashboard_reads_without_javascript(live_server: Any, store: Any, ca
         finally:
             browser.close()
             connections.close_all()
+
+
+def test_the_sidebar_marks_the_dashboard(page: Any, live_server: Any, store: Any) -> None:  # noqa: F811
+    """On the dashboard the sidebar highlights "Queue dashboard", not "Tasks" (whose URLs it is under)."""
+    make_task(store, "queued", queue="emails")
+    User.objects.create_superuser("operator", password="s3cret-pass")
+    log_in(page, live_server.url, "operator", "s3cret-pass")
+    sidebar = page.locator("#nav-sidebar")
+    current = sidebar.locator("tr.current-model")
+    assert current.count() == 1 and current.inner_text().strip() == "Queue dashboard"
+    assert sidebar.locator('a[aria-current="page"]').inner_text() == "Queue dashboard"
+    # Highlighted on screen: its row is coloured, the Tasks row is not.
+    background = "el => getComputedStyle(el).backgroundColor"
+    tasks_row = sidebar.locator("tr.model-task")
+    assert current.evaluate(background) != tasks_row.evaluate(background)
+    shot(page, "dashboard-sidebar")

@@ -1,5 +1,6 @@
-"""An operator in Chromium: the task list fits a 1,400 px window, a bulk retry
-asks first, and the task's History says who retried it.
+"""An operator in Chromium: the task list fits a 1,400 px window with a
+readable payload column, a bulk retry asks first, and the task's History says
+who retried it.
 
 Pins what the test client cannot measure: the rendered list's width with long
 names, ids, queues, workers and errors present (no horizontal scroll at
@@ -184,3 +185,32 @@ def test_failed_task_page_opens_with_the_error(page: Any, live_server: Any, stor
     assert summary["y"] < error["y"] < payload["y"]
     assert page.evaluate("document.documentElement.scrollWidth <= document.documentElement.clientWidth")
     shot(page, "failed-detail")
+
+
+# Each payload preview: its text, whether all of it shows (nothing clipped either way), and its height.
+PREVIEWS = """() => Object.fromEntries([...document.querySelectorAll('#result_list code.cairnq-preview')].map(el => [
+  el.closest('tr').querySelector('.cairnq-id').title,
+  {text: el.textContent, title: el.title, whole: el.scrollWidth <= el.clientWidth && el.scrollHeight <= el.clientHeight,
+   height: el.getBoundingClientRect().height,
+   lineHeight: parseFloat(getComputedStyle(el).lineHeight)}]))"""
+
+
+def test_payload_column_shows_sixty_characters(page: Any, live_server: Any, store: Any) -> None:  # noqa: F811
+    """At 1,400 px the payload column shows its whole 60-character preview; a huge payload stays as short."""
+    words = {"to": "alice@example.com", "subject": "Your invoice for March is ready", "lines": [1, 2, 3]}
+    readable = store.submit(SubmitSpec(name="mail.send", queue="emails", payload_json=json.dumps(words))).id
+    # One unbreakable word, far past what the list reads of a payload.
+    huge_json = json.dumps({"doc": LONG_WORD * 40})
+    huge = store.submit(SubmitSpec(name="report.build", queue="reports", payload_json=huge_json)).id
+    log_in(page, live_server.url)
+    shown = page.evaluate(PREVIEWS)
+    compact = json.dumps(words, sort_keys=True, ensure_ascii=False)
+    assert shown[readable]["text"] == compact[:59] + "…" and shown[readable]["title"] == compact
+    assert shown[readable]["whole"], shown[readable]
+    assert shown[huge]["text"].startswith('{"doc": "Unbreakable') and len(shown[huge]["text"]) == 60
+    assert shown[huge]["whole"], shown[huge]
+    for preview in shown.values():
+        # At most four lines, however long the payload.
+        assert preview["height"] <= 4 * preview["lineHeight"] + 1, preview
+    assert_no_horizontal_scroll(page)
+    shot(page, "list-payload-column")

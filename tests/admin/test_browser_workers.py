@@ -2,12 +2,13 @@
 
 A real worker subprocess registers itself and runs a long task; the workers
 list shows it live with the task in flight, its page lists the running task,
-and the task's page links back to the worker. Screenshots in light and dark
-land in ``test-artifacts/``.
+and the task's page links back to the worker; its times read as the task
+pages' do. Screenshots in light and dark land in ``test-artifacts/``.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -52,6 +53,10 @@ def test_operator_follows_a_running_task_to_its_worker_and_back(
     page.wait_for_url("**/cairnq/worker/*/change/")
     running = page.locator("table.cairnq-worker-tasks")
     assert task_id in running.inner_text() and "demo.sleep" in running.inner_text()
+    # Its times read as a task's timeline reads them (not "…26.384000+00:00").
+    for field in ("started_display", "last_seen_display"):
+        when = page.locator(f".field-{field} .readonly").inner_text()
+        assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3} UTC", when), (field, when)
     shot(page, "worker-page")
     page.emulate_media(color_scheme="dark")
     page.wait_for_timeout(500)  # the admin's links fade their colours over 0.15 s

@@ -3,13 +3,15 @@
 Pins: a lost or stopped worker listed as live (or a live one hidden); a
 state computed from another clock than the rows' (the store's); the command
 missing a worker or a column, or JSON that does not parse; the workers list
-or a worker's page failing to render, offering edits, or not listing the
-worker's running tasks; and a task's page that does not link to its worker.
+or a worker's page failing to render, offering edits, not listing the
+worker's running tasks, or spelling its times otherwise than the task pages;
+and a task's page that does not link to its worker.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from io import StringIO
 from typing import Any
 
@@ -20,7 +22,8 @@ from django.test import Client
 from django.urls import reverse
 
 import cairnq_django as cairnq
-from cairnq_django.models import Worker
+from cairnq_django.admin.values import time_text
+from cairnq_django.models import Task, Worker
 from cairnq_django.store.base import WorkerRecord
 
 from . import WORKER, make_task
@@ -204,3 +207,23 @@ def test_dashboard_counts_live_workers_per_queue(
     # The lost and the stopped worker serve default and mail too, and do not count.
     assert rows == {"default": 1, "mail": 1, "video": 1}
     assert f'{reverse("admin:cairnq_worker_changelist")}?state=live' in response.content.decode()
+
+
+def test_worker_page_spells_times_as_the_task_pages_do(store: Any, superuser_client: Client) -> None:
+    """Started, last seen and stopped read "2025-01-02 03:04:05.678 UTC", as a task's timeline does."""
+    worker = register(store, "worker_times", stopped=True)
+    task = make_task(store)
+    html = superuser_client.get(reverse("admin:cairnq_worker_change", args=["worker_times"])).content.decode()
+    for field, ms in (
+        ("started_display", worker.started_at_ms),
+        ("last_seen_display", worker.last_seen_at_ms),
+        ("stopped_display", worker.stopped_at_ms),
+    ):
+        shown = re.search(rf'<div class="[^"]*field-{field}[^"]*">.*?<div class="readonly">(.*?)</div>', html, re.S)
+        assert shown is not None, field
+        assert shown.group(1) == time_text(ms), (field, shown.group(1))
+        assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3} UTC", shown.group(1)), shown.group(1)
+    assert "+00:00" not in html
+    # The task's page spells its times the same way.
+    task_page = superuser_client.get(reverse("admin:cairnq_task_change", args=[task.id])).content.decode()
+    assert time_text(Task.objects.get(pk=task.id).created_at_ms) in task_page
