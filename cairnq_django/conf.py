@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Mapping
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
@@ -15,14 +16,33 @@ from .protocol import bounds
 if TYPE_CHECKING:
     from .tasks.registry import TaskDefinition
 
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity, not a container's CPU quota)."""
+    count = getattr(os, "process_cpu_count", None)  # Python 3.13+
+    if count is not None:
+        return int(count() or 1)
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):  # no affinity on macOS and Windows
+        return os.cpu_count() or 1
+
+
+def default_concurrency() -> int:
+    """``CONCURRENCY``'s default: one handler call per usable CPU, as Celery and
+    django-q2 size their pools, but at least 2, so one long call does not hold
+    every other task back (docs/worker.md#concurrency)."""
+    return min(max(2, usable_cpus()), bounds.MAX_CONCURRENCY)
+
+
 # Every key a project may set in ``settings.CAIRNQ``; docs/configuration.md lists each.
 DEFAULTS: dict[str, Any] = {
     # Database alias holding the cairnq tables.
     "DATABASE": "default",
     # Queues a worker claims from when ``--queue`` is not given.
     "QUEUES": ["default"],
-    # Handler calls in flight per worker process.
-    "CONCURRENCY": 1,
+    # Handler calls in flight per worker process: the usable CPUs, at least 2.
+    "CONCURRENCY": default_concurrency(),
     # Lease taken at claim and renewed by each heartbeat.
     "LEASE_MS": 30_000,
     # Beat interval; None means a third of the lease (never below 50 ms).

@@ -95,6 +95,10 @@ CAIRNQ: dict[str, Any] = {
     # The suite submits raw names that only a test's own worker, a peer SDK's
     # process or nobody serves; tests/test_first_run.py pins the default ("raise").
     "UNKNOWN_TASKS": "allow",
+    # One handler slot unless a test (or the demo) passes --concurrency: the
+    # suite's worker tests count overlaps and hand-backs at one slot, and must
+    # not change with the machine's CPUs, which the library's default follows.
+    "CONCURRENCY": 1,
 }
 
 if os.environ.get("CAIRNQ_TEST_POOLER") == "transaction" and _db["ENGINE"] != "django.db.backends.sqlite3":
