@@ -2,10 +2,13 @@
 
 Each misconfiguration has a stable id and a hint. The checks read settings
 only; they never open a database connection, so they are safe
-in ``manage.py check`` on a machine without the database.
+in ``manage.py check`` on a machine without the database. The one exception
+is tagged ``database`` and runs only when asked to connect (``check
+--database``, and ``migrate`` for the database it migrates): E024/E025, a
+transaction pooler in front of the queue database or the LISTEN alias.
 
 Ids used here: cairnq.E001-E004, W005, E006-E009, W010, E011-E017, I018, E019, W022,
-E023 (E020, E021 and W020 are the django.tasks backend's). The rules
+E023-E025 (E020, E021 and W020 are the django.tasks backend's). The rules
 themselves live in ``conf`` (and ``protocol.bounds``), shared with the worker
 command and the worker; this module gives each fault its id and hint.
 """
@@ -14,7 +17,7 @@ from __future__ import annotations
 
 import difflib
 import importlib
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from django.apps import apps
@@ -29,6 +32,7 @@ from .client.backpressure import limit_problems
 from .client.retention import parse_rules
 from .conf import DEFAULTS, get_config
 from .protocol import bounds
+from .store.postgres import pooler
 from .store.sqlite.connection import WRITE_LOCK_MODES, chosen_transaction_mode
 from .tasks.periodic import schedule_errors
 from .tasks.registry import registered
@@ -127,6 +131,134 @@ def _check_pooling(config: Mapping[str, Any]) -> list[checks.CheckMessage]:
             id="cairnq.I018",
         )
     ]
+
+
+@checks.register("cairnq", checks.Tags.database)
+def check_transaction_pooler(
+    app_configs: Any = None, databases: Collection[str] | None = None, **kwargs: Any
+) -> list[checks.CheckMessage]:
+    """``cairnq.E024``/``E025``: a transaction pooler where the settings do not expect one.
+
+    Connects, so only for the aliases Django names (``check --database``,
+    ``migrate``). Naming the queue database also probes its LISTEN alias:
+    the same database, reached another way.
+    """
+    user = _user_settings()
+    if not databases or not isinstance(user, Mapping):
+        return []
+    config = _config(user)
+    alias = config.get("DATABASE")
+    listen = _pooling_settings_listen_alias(config)
+    messages: list[checks.CheckMessage] = []
+    if alias in databases:
+        messages += [error for error in [queue_pooler_error(config)] if error is not None]
+    if alias in databases or (listen is not None and listen in databases):
+        messages += [error for error in [listen_pooler_error(config)] if error is not None]
+    return messages
+
+
+def _pooling_settings_listen_alias(config: Mapping[str, Any]) -> str | None:
+    """The LISTEN alias of well-formed settings (None when polling, or when E001/E017 report them)."""
+    return conf.listen_alias(config) if _pooling_settings_sound(config) else None
+
+
+def _pooling_settings_sound(config: Mapping[str, Any]) -> bool:
+    """True if the queue database is a PostgreSQL alias and the pooling settings are well formed.
+
+    Otherwise E001, E002, E017 say what is wrong, and there is nothing to probe.
+    """
+    databases = getattr(settings, "DATABASES", {}) or {}
+    alias = config.get("DATABASE")
+    return (
+        isinstance(alias, str)
+        and alias in databases
+        and _vendor_of(str(databases[alias].get("ENGINE") or "")) == "postgresql"
+        and conf.flag_problem(config.get("TRANSACTION_POOLING")) is None
+        and conf.listen_database_problem(config.get("LISTEN_DATABASE"), databases, _vendor_of) is None
+    )
+
+
+def queue_pooler_error(config: Mapping[str, Any]) -> checks.Error | None:
+    """``cairnq.E024``: the queue database goes through a transaction pooler, TRANSACTION_POOLING is not True.
+
+    Probes the queue database (store/postgres/pooler.py) unless the settings
+    already say so. Said by ``check --database`` and by ``cairnq_worker``,
+    which refuses to start on it.
+    """
+    if config.get("TRANSACTION_POOLING") is True or not _pooling_settings_sound(config):
+        return None
+    alias = str(config.get("DATABASE"))
+    finding = pooler.detect(alias)
+    if not finding.pooled:
+        return None
+    harm = ["the worker's statement and lock timeouts go as startup options, which a pooler refuses or drops"]
+    if conf.prepared_statements(config):
+        harm.insert(0, "cairnq's prepared statements fail on the next server connection "
+                    """('prepared statement "_pg3_0" already exists')""")
+    if conf.listen_alias(config) == alias:
+        harm.append(
+            "a worker would LISTEN through it, leaving a server connection that other clients get "
+            "subscribed after the worker is gone"
+        )
+    return checks.Error(
+        f"Database {alias!r} goes through a transaction pooler ({finding.evidence}), but "
+        f'CAIRNQ["TRANSACTION_POOLING"] is not True: {"; ".join(harm)}.',
+        hint=_pooler_settings_hint(config, finding),
+        id="cairnq.E024",
+    )
+
+
+def _pooler_settings_hint(config: Mapping[str, Any], finding: pooler.Finding) -> str:
+    """The exact settings to add for the pooled queue database ``finding.alias``."""
+    alias = finding.alias
+    databases = getattr(settings, "DATABASES", {}) or {}
+    listen = config.get("LISTEN_DATABASE")
+    if isinstance(listen, str) and listen != alias:
+        cairnq = f'"TRANSACTION_POOLING": True, "LISTEN_DATABASE": "{listen}"'
+        direct = f' (keep DATABASES["{listen}"] past the pooler: workers LISTEN there)'
+    else:
+        name = "direct" if "direct" not in databases else f"{alias}_direct"
+        cairnq = f'"TRANSACTION_POOLING": True, "LISTEN_DATABASE": "{name}"'
+        direct = (
+            f' and DATABASES["{name}"] = {{**DATABASES["{alias}"], "HOST": "<PostgreSQL\'s own host>", '
+            f'"PORT": {finding.server_port or 5432}}} (the same database past the pooler, where workers LISTEN; '
+            "without LISTEN_DATABASE they poll every POLL_INTERVAL_MS instead)"
+        )
+    cursors = (
+        ""
+        if databases.get(alias, {}).get("DISABLE_SERVER_SIDE_CURSORS")
+        else f' Django\'s own advice for a transaction pooler: DATABASES["{alias}"]["DISABLE_SERVER_SIDE_CURSORS"] '
+        "= True (for .iterator())."
+    )
+    return (
+        f"Add to your settings: CAIRNQ = {{..., {cairnq}}}{direct}.{cursors} "
+        "See docs/deployment.md#connection-poolers."
+    )
+
+
+def listen_pooler_error(config: Mapping[str, Any]) -> checks.Error | None:
+    """``cairnq.E025``: the alias workers LISTEN over goes through a transaction pooler.
+
+    Probes the LISTEN alias, unless it is the queue database with pooling
+    off (E024 covers that one). A worker that finds it so polls instead.
+    """
+    listen = _pooling_settings_listen_alias(config)
+    if listen is None or (listen == config.get("DATABASE") and config.get("TRANSACTION_POOLING") is not True):
+        return None
+    finding = pooler.detect(listen)
+    if not finding.pooled:
+        return None
+    return checks.Error(
+        f'CAIRNQ["LISTEN_DATABASE"] {listen!r} goes through a transaction pooler ({finding.evidence}): '
+        "LISTEN needs a session of its own, and through the pooler the server connection stays subscribed "
+        "after the worker is gone (the pooler then warns at every NOTIFY). Workers poll instead.",
+        hint=(
+            f'Point DATABASES["{listen}"] past the pooler, at PostgreSQL itself (its port: '
+            f"{finding.server_port or 5432}), or remove LISTEN_DATABASE (workers then poll every "
+            "POLL_INTERVAL_MS). See docs/deployment.md#connection-poolers."
+        ),
+        id="cairnq.E025",
+    )
 
 
 def _check_metrics_token(config: Mapping[str, Any]) -> list[checks.CheckMessage]:

@@ -44,7 +44,7 @@ from .outcomes import NO_BACKOFF, Settlement, fail_settlement
 from .settler import Settler
 from .history import QueueHistory
 from .housekeeping import Sweeper
-from .wakeups import CommitWaker, PgWaker, Waker
+from .wakeups import CommitWaker, PgWaker, Waker, past_poolers
 
 if TYPE_CHECKING:
     from ..store.base import Store
@@ -252,6 +252,8 @@ class Worker(AttemptOwner):
     def _make_waker(self) -> Waker:
         if self.store.dialect == "postgres":
             listen = listen_alias({**get_config(), "DATABASE": self.store.alias})
+            # Never over a transaction pooler, whatever the settings say (issue 35).
+            listen = past_poolers(listen)
             if listen is None:
                 return Waker(self.should_stop)  # a transaction pooler keeps no LISTEN: poll
             return PgWaker(

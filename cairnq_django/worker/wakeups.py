@@ -3,7 +3,9 @@
 PostgreSQL: one dedicated connection LISTENs on ``cairnq_queued`` and wakes the
 loop only for a payload naming one of the worker's queues. It connects through
 ``CAIRNQ["LISTEN_DATABASE"]`` when set; under ``TRANSACTION_POOLING`` without
-it there is no session to LISTEN in, and the worker only polls. A refused or lost
+it there is no session to LISTEN in, and the worker only polls. Nor does it
+LISTEN over an alias found at start to go through a transaction pooler
+(``past_poolers``): it polls and says why. A refused or lost
 LISTEN connection is retried with backoff; polling stays the fallback
 throughout and never depends on it.
 
@@ -33,6 +35,7 @@ from collections.abc import Callable, Sequence
 from django.db import DatabaseError, connections
 
 from ..protocol.backoff import Backoff
+from ..store.postgres import pooler
 from .wal_watch import WalWatch
 
 logger = logging.getLogger("cairnq_django.worker")
@@ -246,6 +249,29 @@ def _empty(fd: int) -> None:
             pass
     except BlockingIOError:
         pass
+
+
+def past_poolers(alias: str | None) -> str | None:
+    """``alias`` to LISTEN over, or None (poll) if it goes through a transaction pooler.
+
+    LISTEN subscribes a session. Through a transaction pooler that is a
+    server connection the pooler lends to other clients next, which stays
+    subscribed after this worker is gone (transaction mode resets nothing),
+    and the pooler then warns at every NOTIFY. Probed once, at start.
+    """
+    if alias is None:
+        return None
+    finding = pooler.detect(alias)
+    if not finding.pooled:
+        return alias
+    logger.warning(
+        "not listening for new tasks over database %r: it goes through a transaction pooler (%s), "
+        "where LISTEN would stay on a server connection other clients get; polling instead. Point "
+        'CAIRNQ["LISTEN_DATABASE"] at a direct alias (cairnq.E025, docs/deployment.md#connection-poolers)',
+        alias,
+        finding.evidence,
+    )
+    return None
 
 
 class PgWaker(Waker):

@@ -4,6 +4,9 @@ transaction included, and real workers through a real pooler
 without it; the worker's statement and lock timeouts still bound a statement
 that waits on someone else's lock; many workers on few server connections
 without a prepared-statement error; and the checks that say which applies.
+A pooler left as is (issue 35): found by the probe, named with the settings
+to add by ``check --database`` and by a worker that refuses to start, and
+never LISTENed through.
 
 The pooler cases run on PostgreSQL (through their own PgBouncer when the run
 itself is direct) and skip only on SQLite."""
@@ -327,3 +330,134 @@ def test_prepared_statements_default_follows_pooling() -> None:
     assert listen_alias({"DATABASE": "q", "TRANSACTION_POOLING": True, "LISTEN_DATABASE": None}) is None
     assert listen_alias({"DATABASE": "q", "TRANSACTION_POOLING": True, "LISTEN_DATABASE": "d"}) == "d"
 
+
+
+# ---- a pooler left as is (issue 35): detected, never LISTENed through ----------------
+
+
+@pytest.fixture
+def probe_aliases(pooled_env: dict[str, str]) -> Iterator[tuple[str, str]]:
+    """Two aliases of this thread to the test database: through PgBouncer, and past it.
+
+    Registered on this thread's connection handler only, and never connected
+    by Django: the probe opens connections of its own.
+    """
+    names = ("probe_pooled", "probe_direct")
+    for name, port in zip(names, (POOLER_PORT, _direct_port())):
+        wrapper = connections.create_connection("default")
+        wrapper.settings_dict = {**connection.settings_dict, "HOST": "127.0.0.1", "PORT": port}
+        connections[name] = wrapper
+    yield names
+    for name in names:
+        del connections[name]
+
+
+def _as_is(pooled_env: dict[str, str]) -> dict[str, str]:
+    """The issue's project: DATABASES at PgBouncer, and nothing else set (no "direct" alias either)."""
+    return {**pooled_env, "CAIRNQ_TEST_POOLER": ""}
+
+
+def _check(
+    env: dict[str, str], *args: str, overrides: dict[str, Any] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``manage.py check *args`` with ``overrides`` as the whole of CAIRNQ_TEST_OVERRIDES."""
+    return subprocess.run(
+        [sys.executable, "manage.py", "check", *args],
+        cwd=REPO, env={**env, "CAIRNQ_TEST_OVERRIDES": json.dumps(overrides or {})},
+        capture_output=True, text=True, timeout=120, check=False,
+    )
+
+
+def test_detect_tells_a_transaction_pooler_from_a_direct_connection(probe_aliases: tuple[str, str]) -> None:
+    from cairnq_django.store.postgres.pooler import detect
+
+    pooled, direct = probe_aliases
+    started = time.monotonic()
+    through = detect(pooled)
+    took = time.monotonic() - started
+    past = detect(direct)
+    assert through.pooled, through
+    assert "server process" in through.evidence and through.server_port == _direct_port(), through
+    assert f"DATABASES says port {POOLER_PORT}" in through.evidence, through
+    assert not past.pooled and past.evidence == "each client connection kept one server process of its own", past
+    # Its own connections only: the aliases' Django connections were never opened.
+    assert connections[pooled].connection is None and connections[direct].connection is None
+    assert took < 2.0, took  # two connections and a few one-row queries
+
+
+def test_check_database_is_silent_on_the_shipped_settings(cairnq_db: Any) -> None:
+    # SQLite: nothing to probe. PostgreSQL directly: no pooler. Through
+    # PgBouncer (the pooled leg): TRANSACTION_POOLING is declared and
+    # LISTEN_DATABASE is direct, which is what the errors ask for.
+    messages = checks.run_checks(databases=["default"], tags=["cairnq"])
+    assert not [m for m in messages if m.is_serious()], messages
+    if connection.vendor == "postgresql":
+        from cairnq_django.store.postgres.pooler import detect
+
+        assert detect("default").pooled == POOLED_RUN
+
+
+def test_check_database_names_the_settings_for_a_pooler_left_as_is(pooled_env: dict[str, str]) -> None:
+    as_is = _check(_as_is(pooled_env), "--database", "default")
+    assert as_is.returncode == 1, as_is.stdout + as_is.stderr
+    assert "cairnq.E024" in as_is.stderr and "Database 'default' goes through a transaction pooler" in as_is.stderr
+    assert '"_pg3_0" already exists' in as_is.stderr and "a worker would LISTEN through it" in as_is.stderr
+    expected = (
+        'CAIRNQ = {..., "TRANSACTION_POOLING": True, "LISTEN_DATABASE": "direct"} and DATABASES["direct"] = '
+        f'{{**DATABASES["default"], "HOST": "<PostgreSQL\'s own host>", "PORT": {_direct_port()}}}'
+    )
+    assert expected in " ".join(as_is.stderr.split()), as_is.stderr
+    assert 'DATABASES["default"]["DISABLE_SERVER_SIDE_CURSORS"] = True' in as_is.stderr
+    # Without --database it does not connect, so it does not know.
+    assert _check(_as_is(pooled_env)).returncode == 0
+    # The hint's settings (what CAIRNQ_TEST_POOLER sets up): silent.
+    followed = _check(pooled_env, "--database", "default")
+    assert followed.returncode == 0 and "cairnq.E02" not in followed.stderr + followed.stdout, followed.stderr
+    # Pooling declared, but the LISTEN alias is the pooler itself.
+    listen_pooled = _check(pooled_env, "--database", "default", overrides={"LISTEN_DATABASE": "default"})
+    assert listen_pooled.returncode == 1 and "cairnq.E025" in listen_pooled.stderr, listen_pooled.stderr
+    assert "cairnq.E024" not in listen_pooled.stderr
+    docs = (REPO / "docs" / "checks.md").read_text()
+    assert "`cairnq.E024`" in docs and "`cairnq.E025`" in docs
+
+
+def test_worker_refuses_to_start_behind_a_pooler_left_as_is(
+    pooled_env: dict[str, str], start_worker: Any
+) -> None:
+    waiting = cq.submit("demo.noop", {}).id
+    worker = start_worker(env=_as_is(pooled_env))
+    assert worker.wait(60) == 1, worker.output()[-3000:]  # a CommandError's exit code
+    out = worker.output()
+    assert "cairnq.E024" in out, out[-3000:]
+    assert '"TRANSACTION_POOLING": True' in out and '"LISTEN_DATABASE": "direct"' in out, out[-3000:]
+    # Refused before it built a worker: no banner, no claim, no LISTEN, no traceback.
+    assert "Traceback" not in out and "cairnq worker worker_" not in out, out[-3000:]
+    assert Task.objects.get(id=waiting).status == "queued"
+
+
+def _listening_backends() -> int:
+    """Server processes of the test database whose last statement was the worker's LISTEN."""
+    with _direct() as conn:
+        return conn.execute(
+            "SELECT count(*) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND query = 'LISTEN cairnq_queued'"
+        ).fetchone()[0]
+
+
+def test_worker_never_listens_through_a_pooler(pooled_env: dict[str, str], start_worker: Any) -> None:
+    # Pooling declared, but LISTEN_DATABASE names the pooled alias: the
+    # worker finds it pooled at start, polls, and says why once.
+    assert _listening_backends() == 0
+    worker = start_worker(overrides={"LISTEN_DATABASE": "default", "POLL_INTERVAL_MS": 100}, env=pooled_env)
+    worker.wait_ready()
+    out = worker.output()
+    assert "wake-ups: polling every 100 ms" in out and "+ 0 listen" in out, out[-3000:]
+    warnings_said = [line for line in out.splitlines() if "not listening for new tasks over database 'default'" in line]
+    assert len(warnings_said) == 1 and " WARNING " in warnings_said[0], out[-3000:]
+    assert "transaction pooler" in warnings_said[0] and "LISTEN_DATABASE" in warnings_said[0]
+    ids = [t.id for t in cq.submit_many([("demo.noop", {"n": i}) for i in range(5)])]
+    wait_until(lambda: _drained(ids), 30, what="tasks picked up by polling")
+    assert _listening_backends() == 0
+    worker.signal(signal.SIGTERM)
+    assert worker.wait(20) == 0, worker.output()[-3000:]
+    _clean(worker.output())

@@ -18,7 +18,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, OperationalError, connections
 from django.db.migrations.executor import MigrationExecutor
 
-from ...checks import NO_HANDLERS_HINT, no_handlers_problem
+from ...checks import NO_HANDLERS_HINT, no_handlers_problem, queue_pooler_error
 from ...conf import (
     DEFAULTS,
     NUMBERS,
@@ -203,7 +203,7 @@ class Command(BaseCommand):
             "--concurrency",
             type=_setting_int("CONCURRENCY"),
             help=f"Handler calls in flight (a batch is one call); at most {bounds.MAX_CONCURRENCY} "
-            f'(default CAIRNQ["CONCURRENCY"], {DEFAULTS["CONCURRENCY"]}).',
+            f'(default CAIRNQ["CONCURRENCY"], {DEFAULTS["CONCURRENCY"]}; the CPUs this process may use, at least 2).',
         )
         parser.add_argument(
             "--resource",
@@ -391,6 +391,7 @@ class Command(BaseCommand):
         # and a database that is down must be waited out, or refused, here.
         self._require_schema(alias, wait=not options["burst"])
         self._run_checks(resources)
+        self._refuse_unexpected_pooler(config)
         self._warn_clock_skew(alias)
         definitions = None
         if options["tasks"]:
@@ -484,6 +485,17 @@ class Command(BaseCommand):
                 "System check identified problems:\n"
                 + "\n".join(f"  {problem}" for problem in problems)
             )
+
+    def _refuse_unexpected_pooler(self, config: dict[str, Any]) -> None:
+        """Refuse to start behind a transaction pooler the settings do not declare (cairnq.E024).
+
+        Adapting in place would not do: the project's other processes (web,
+        shell) would still prepare statements through the pooler, so the
+        settings must change; the error names them.
+        """
+        error = queue_pooler_error(config)
+        if error is not None and not error.is_silenced():
+            raise CommandError(f"{error.msg}\n  HINT: {error.hint} ({error.id})")
 
     def _warn_clock_skew(self, alias: str) -> None:
         """Warn when this host's clock and PostgreSQL's differ by more than 5 s.
