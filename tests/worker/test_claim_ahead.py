@@ -115,16 +115,20 @@ def test_a_stop_hands_the_waiting_calls_back_at_once_without_counting_an_attempt
     # The three waiting calls are back in the queue while the first still runs.
     wait_until(lambda: running(ids) == 1, 5, what="the waiting calls handed back")
     assert time.monotonic() - signalled < 1.5
-    assert worker.wait(10) == 0, worker.output()[-3000:]
     (started,) = {event["task_id"] for event in starts(ledger())}
-    assert Task.objects.get(id=started).status == "succeeded"
     for task in Task.objects.filter(id__in=ids).exclude(id=started):
         assert (task.status, task.worker_id, task.attempt, task.lease_until_ms) == ("queued", None, 0, None)
+    # Another worker runs them at once, without waiting out a lease, while
+    # the first still drains its one call.
+    rescuer = start_worker("--burst", "--concurrency", "3", "--task", "demo.sleep")
+    assert worker.wait(10) == 0, worker.output()[-3000:]
+    assert Task.objects.get(id=started).status == "succeeded"
+    # The stopped worker started nothing more.
+    assert {event["task_id"] for event in starts(ledger()) if event["pid"] == worker.pid} == {started}
     assert "handed back 3 of 3 claimed-ahead task(s)" in worker.output()
-    # Another worker runs them at once, without waiting out a lease.
-    rescuer = start_worker("--burst", "--task", "demo.sleep")
     assert rescuer.wait(30) == 0
     assert Task.objects.filter(id__in=ids, status="succeeded").count() == 4
+    assert {event["task_id"] for event in starts(ledger()) if event["pid"] == rescuer.pid} == set(ids) - {started}
 
 
 def test_a_handler_with_a_limit_of_its_own_never_claims_ahead(

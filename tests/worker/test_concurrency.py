@@ -89,7 +89,9 @@ def test_several_workers_run_every_task_exactly_once(
 def test_kill_9_mid_task_redelivers_after_lease_expiry(
     cairnq_db: Any, start_worker: Any, ledger: Any
 ) -> None:
-    ids = [cq.submit("demo.sleep", {"ms": 4000}).id for _ in range(3)]
+    # Still running at the kill (right after their starts), and run again in
+    # full by the rescuer: long enough, and no longer.
+    ids = [cq.submit("demo.sleep", {"ms": 1500}).id for _ in range(3)]
     ids += [cq.submit("demo.sleep", {"ms": 50}).id for _ in range(5)]
     victim = start_worker("--concurrency", "3", overrides={"LEASE_MS": 1500})
     wait_until(

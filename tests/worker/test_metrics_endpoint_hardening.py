@@ -164,8 +164,12 @@ def test_200_concurrent_scrapes_render_a_few_times(served: tuple[MetricsServer, 
 
 
 def test_a_connection_that_dribbles_its_request_is_dropped_at_the_timeout(
-    served: tuple[MetricsServer, RenderCounter],
+    served: tuple[MetricsServer, RenderCounter], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # A request's head has TIMEOUT_S in all, however its bytes come. 1 s here
+    # instead of 5, still five times the gap between two bytes (a timeout per
+    # read would never end this connection), so the test does not wait 5 s.
+    monkeypatch.setattr(http_server, "TIMEOUT_S", 1.0)
     server, counter = served
     request = b"GET /metrics HTTP/1.1\r\nHost: x\r\n" + b"X-Slow: " + b"a" * 200
     with socket.create_connection(("127.0.0.1", server.port), timeout=5) as slow:

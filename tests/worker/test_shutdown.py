@@ -93,9 +93,14 @@ def test_second_signal_exits_at_once(
 
 # Rounds of workers stopped while their handlers are finishing: a handler that
 # returns after SIGTERM must be settled, never handed back and run again.
-SETTLE_ROUNDS = 6
+# A round's handlers run 400 ms to 675 ms in 25 ms steps, so its one signal
+# (a random delay after the last start) lands at a different point of each
+# one's end: 36 handlers, each stopped at a point of its own, on 9 worker
+# processes (a worker's start-up is most of a round's time).
+SETTLE_ROUNDS = 3
 SETTLE_WORKERS = 3
-SETTLE_CONCURRENCY = 2
+SETTLE_CONCURRENCY = 4
+SETTLE_MS = [400 + 25 * i for i in range(SETTLE_WORKERS * SETTLE_CONCURRENCY)]
 
 
 def test_handlers_returning_after_sigterm_are_settled_once(
@@ -105,10 +110,7 @@ def test_handlers_returning_after_sigterm_are_settled_once(
     submitted: list[str] = []
     for round_no in range(SETTLE_ROUNDS):
         starts_before = len([e for e in ledger() if e["event"] == "start"])
-        batch = [
-            cq.submit("demo.sleep", {"ms": 400}).id
-            for _ in range(SETTLE_WORKERS * SETTLE_CONCURRENCY)
-        ]
+        batch = [cq.submit("demo.sleep", {"ms": ms}).id for ms in SETTLE_MS]
         submitted += batch
         workers = [
             start_worker(

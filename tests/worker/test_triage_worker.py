@@ -282,6 +282,15 @@ def _refuse_admin_log(dialect: str) -> None:
             )
 
 
+def _allow_admin_log(dialect: str) -> None:
+    with connection.cursor() as cursor:
+        if dialect == "postgres":
+            cursor.execute("DROP TRIGGER IF EXISTS log_refuse ON django_admin_log")
+            cursor.execute("DROP FUNCTION IF EXISTS log_refuse()")
+        else:
+            cursor.execute("DROP TRIGGER IF EXISTS log_refuse")
+
+
 def test_an_operation_that_keeps_failing_is_stopped_and_the_next_runs(cairnq_db: Any, dialect: str, store: Any) -> None:
     from cairnq_django.worker.bulk_operations import advance
 
@@ -290,12 +299,15 @@ def test_an_operation_that_keeps_failing_is_stopped_and_the_next_runs(cairnq_db:
     stuck = operation(user, "retry", {"queue": "stuck"}, 5)
     following = operation(user, "retry", {"queue": "none-here"}, 0)
     _refuse_admin_log(dialect)
-    assert advance(store, worker_id="w-test") is True
-    stuck.refresh_from_db()
-    assert stuck.state == "canceled" and "log refused for the test" in stuck.last_error, stuck.last_error
-    # Its chunk was undone whole: no task changed without its log entry.
-    assert Task.objects.filter(queue="stuck", status="failed").count() == 5
-    assert advance(store, worker_id="w-test") is True
-    following.refresh_from_db()
-    assert following.state == "done"
-    assert advance(store, worker_id="w-test") is False
+    try:
+        assert advance(store, worker_id="w-test") is True
+        stuck.refresh_from_db()
+        assert stuck.state == "canceled" and "log refused for the test" in stuck.last_error, stuck.last_error
+        # Its chunk was undone whole: no task changed without its log entry.
+        assert Task.objects.filter(queue="stuck", status="failed").count() == 5
+        assert advance(store, worker_id="w-test") is True
+        following.refresh_from_db()
+        assert following.state == "done"
+        assert advance(store, worker_id="w-test") is False
+    finally:
+        _allow_admin_log(dialect)  # the trigger outlives the test's rows: later tests log too

@@ -167,19 +167,39 @@ def test_sqlite_watched_idle_wait_does_not_poll_the_counter(
     # An idle wait on the WAL watch reads the commit counter once a slice
     # (0.1 s, the stop-request check), not every 20 ms: over a quiet second
     # about ten reads where polling makes about fifty.
+    #
+    # The watch is on the database's directory, and the kernel reports a
+    # write to any file in it: another process's database next to the test
+    # database (a neighbour's test run in var/) wakes the wait, which drains
+    # the watch and reads the counter once more (and, for a write to its own
+    # WAL, rechecks a few times). Those reads are the neighbours', not
+    # polling: each look at the watch is counted and allowed for, so only the
+    # reads the wait makes on its own timer are held to one a slice.
+    from cairnq_django.worker import wakeups
+
     waker = _watched_waker(dialect)
     reads = 0
+    looks = wal_reports = 0
     version = waker._version
+    drain = waker.watch.drain
 
     def counted() -> Any:
         nonlocal reads
         reads += 1
         return version()
 
+    def counted_drain() -> bool:
+        nonlocal looks, wal_reports
+        touched = drain()
+        looks += 1
+        wal_reports += touched
+        return touched
+
     monkeypatch.setattr(waker, "_version", counted)
+    monkeypatch.setattr(waker.watch, "drain", counted_drain)
     try:
         waker.arm()
-        reads = 0
+        reads = looks = wal_reports = 0
         waker.wait(1.0)
         watched = reads
     finally:
@@ -189,8 +209,15 @@ def test_sqlite_watched_idle_wait_does_not_poll_the_counter(
     reads = 0
     waker.wait(1.0)
     polled = reads
-    assert watched <= 15, watched
-    assert polled > 2 * watched, (polled, watched)
+    # At most one read a look at the watch, and a recheck series after a
+    # write to the WAL itself (nothing commits to the test database here).
+    woken = looks + wal_reports * len(wakeups._PUBLISH_RECHECKS)
+    timed = max(watched - woken, 0)
+    # One read a slice of the second, one for the deadline's part-slice.
+    slices = round(1.0 / wakeups._SLICE)
+    assert timed <= slices + 1, (watched, looks, wal_reports)
+    # Under load every timed read comes later, in both modes alike.
+    assert polled > 2 * timed, (polled, watched, looks, wal_reports)
 
 
 def test_sqlite_watched_wait_sees_a_commit_made_while_it_sleeps(
