@@ -213,22 +213,28 @@ class CommitWaker(Waker):
         # A write already reported (since the last wait, the loop's own claim
         # included) may be a commit not yet published: look again shortly.
         rechecks = iter(_PUBLISH_RECHECKS if watch.drain() else ())
-        pause = next(rechecks, _SLICE)
+        check_at = time.monotonic() + next(rechecks, _SLICE)
         while not self.should_stop():
-            left = deadline - time.monotonic()
+            now = time.monotonic()
+            left = deadline - now
             if left <= 0 or (extra is not None and extra()) or self.event.is_set():
                 return
-            ready, _, _ = select.select([watch.fd, pipe[0]], [], [], min(left, pause))
+            ready, _, _ = select.select([watch.fd, pipe[0]], [], [], max(0.0, min(left, check_at - now)))
             if pipe[0] in ready:
                 _empty(pipe[0])  # arm() skips a byte that came as it cleared the event
                 return
             if watch.fd in ready and watch.drain():
                 rechecks = iter(_PUBLISH_RECHECKS)
+            elif time.monotonic() < check_at:
+                # A write to another file of the directory (the watch covers
+                # it all): nothing of ours to read, so a busy neighbour costs
+                # an idle worker no reads.
+                continue
             # Also on a plain timeout: a commit the watch did not report
             # (none is known to go unreported) waits one slice at most.
             if self._version() != self.seen:
                 return
-            pause = next(rechecks, _SLICE)
+            check_at = time.monotonic() + next(rechecks, _SLICE)
 
     def _poll(self, timeout: float, extra: Callable[[], bool] | None) -> None:
         deadline = time.monotonic() + timeout
