@@ -14,6 +14,7 @@ default alias through it with ``CAIRNQ["TRANSACTION_POOLING"]``, and
 
 from __future__ import annotations
 
+import json
 import os
 from urllib.parse import urlparse
 
@@ -48,7 +49,8 @@ else:
         }
     }
 
-CAIRNQ: dict[str, object] = {}
+# BENCH_CAIRNQ: JSON of settings to override, for experiments (e.g. '{"CLAIM_AHEAD": 0}').
+CAIRNQ: dict[str, object] = json.loads(os.environ.get("BENCH_CAIRNQ", "{}"))
 
 _pooler = os.environ.get("BENCH_POOLER", "")
 if _pooler and os.environ["BENCH_DIALECT"] == "postgres":

@@ -1,7 +1,10 @@
 """Recent run times per task name, and how far a worker may claim ahead on them (``CLAIM_AHEAD = "auto"``).
 
-Claiming ahead pays when a task runs about as long as its own claim round
+Claiming ahead pays when a call runs about as long as its own claim round
 trip: a worker at ``--concurrency 1`` then spends most of its time claiming.
+Batch handlers are never claimed ahead: a batch call already shares one
+claim among its tasks, and calls of them claimed ahead only add leases to
+renew and write (docs/performance.md, "Claiming ahead by default").
 It costs when a claimed task waits behind a long one while another worker is
 idle (Celery's prefetch problem). So the automatic mode claims ahead only
 tasks of names seen to be short, only while every call in flight is of a
@@ -30,19 +33,19 @@ FLOOR_MS = 0.05
 
 
 class RunTimes:
-    """Per-name running averages of call duration (per task of a batch call); thread-safe."""
+    """Per-name running averages of call duration (a batch call counts whole); thread-safe."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._average: dict[str, float] = {}
         self._seen: dict[str, int] = {}
 
-    def record(self, name: str, duration_ms: float, tasks: int = 1) -> None:
-        per_task = max(duration_ms / max(tasks, 1), FLOOR_MS)
+    def record(self, name: str, duration_ms: float) -> None:
+        call_ms = max(duration_ms, FLOOR_MS)
         with self._lock:
             seen = self._seen.get(name, 0)
             old = self._average.get(name)
-            self._average[name] = per_task if old is None else old + WEIGHT * (per_task - old)
+            self._average[name] = call_ms if old is None else old + WEIGHT * (call_ms - old)
             self._seen[name] = seen + 1
 
     def short(self, name: str) -> bool:
