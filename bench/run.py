@@ -285,7 +285,10 @@ class Run:
         pair's runs from all rounds, so the machine's drift over minutes
         reaches every system alike instead of deciding a ratio.
         """
-        pairs = [(system, mode) for system in systems for mode in system.modes]
+        wanted = self.args.modes.split(",") if self.args.modes else None
+        pairs = [
+            (system, mode) for system in systems for mode in system.modes if wanted is None or mode.key in wanted
+        ]
         runs: dict[tuple[str, str], list[float]] = {(s.key, m.key): [] for s, m in pairs}
         costs: dict[tuple[str, str], list[dict[str, float]]] = {(s.key, m.key): [] for s, m in pairs}
         with contextlib.ExitStack() as stack:
@@ -836,6 +839,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         help="comma-separated subset of enqueue,drain,pickup,lateness,claim,memory,fleet",
     )
     parser.add_argument("--drain-n", type=int, help="tasks per drain (default 10,000; --quick 1,000)")
+    parser.add_argument("--modes", help="drain modes to run, comma-separated (c1,c8,batch256; default all)")
     parser.add_argument(
         "--single-n",
         type=int,
