@@ -118,10 +118,14 @@ class QueueHistory:
         """Count started tasks: ``(queue, pickup_ms)`` each; a None latency (an odd stored time) counts no pickup."""
         minute_ms = minute_of(self.clock())
         with self._lock:
+            # One row per queue of the call (a batch call's tasks share theirs).
+            rows: dict[str, dict[str, int]] = {}
             for queue, pickup_ms in pickups:
                 if pickup_ms is None:
                     continue
-                row = self._row(queue, minute_ms)
+                row = rows.get(queue)
+                if row is None:
+                    row = rows[queue] = self._row(queue, minute_ms)
                 row["pickups"] += 1
                 row["pickup_ms_sum"] += pickup_ms
                 row[bucket_of(pickup_ms)] += 1
