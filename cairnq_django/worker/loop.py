@@ -405,10 +405,10 @@ class Worker(AttemptOwner):
     def _on_call_end(self, call: Call) -> None:
         if self.run_times is not None and call.definition is not None:
             self._long_calls.discard(id(call))
-            # A batch call already shares one claim among its tasks: its name
-            # is never short, so it is never claimed ahead (run_times.py).
-            if call.started and call.ended and not call.definition.batch:
-                self.run_times.record(call.name, (call.ended - call.started) * 1000)
+            if call.started and call.ended:
+                self.run_times.record(
+                    call.name, (call.ended - call.started) * 1000, batch=bool(call.definition.batch)
+                )
         if call.definition is not None:
             self.budgets.release(call.source, call.nbytes)
         # A freed slot or resource unit may make a claim worthwhile right away.
