@@ -167,13 +167,18 @@ def _refuse_updates_of(task_id: str, dialect: str) -> None:
             )
 
 
-def _allow_updates(dialect: str) -> None:
+def _drop_refusal(dialect: str, trigger: str, table: str) -> None:
+    """Drop a refusing trigger (and, on PostgreSQL, its function of the same name)."""
     with connection.cursor() as cursor:
         if dialect == "postgres":
-            cursor.execute("DROP TRIGGER IF EXISTS triage_refuse ON cairnq_tasks")
-            cursor.execute("DROP FUNCTION IF EXISTS triage_refuse()")
+            cursor.execute(f"DROP TRIGGER IF EXISTS {trigger} ON {table}")
+            cursor.execute(f"DROP FUNCTION IF EXISTS {trigger}()")
         else:
-            cursor.execute("DROP TRIGGER IF EXISTS triage_refuse")
+            cursor.execute(f"DROP TRIGGER IF EXISTS {trigger}")
+
+
+def _allow_updates(dialect: str) -> None:
+    _drop_refusal(dialect, "triage_refuse", "cairnq_tasks")
 
 
 def test_one_refused_row_does_not_stop_the_operation(cairnq_db: Any, dialect: str, start_worker: Any) -> None:
@@ -283,12 +288,7 @@ def _refuse_admin_log(dialect: str) -> None:
 
 
 def _allow_admin_log(dialect: str) -> None:
-    with connection.cursor() as cursor:
-        if dialect == "postgres":
-            cursor.execute("DROP TRIGGER IF EXISTS log_refuse ON django_admin_log")
-            cursor.execute("DROP FUNCTION IF EXISTS log_refuse()")
-        else:
-            cursor.execute("DROP TRIGGER IF EXISTS log_refuse")
+    _drop_refusal(dialect, "log_refuse", "django_admin_log")
 
 
 def test_an_operation_that_keeps_failing_is_stopped_and_the_next_runs(cairnq_db: Any, dialect: str, store: Any) -> None:
