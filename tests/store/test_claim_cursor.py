@@ -30,6 +30,7 @@ from cairnq_django.store.postgres.claim_cursor import (
     HEAD_RUN_AT_MS,
     HEAD_READ_SHARE,
     LATE_COMMIT_MARGIN_MS,
+    DB_CLOCK_TRUST_S,
     ClaimCursors,
     ExpiryFloor,
     Start,
@@ -58,11 +59,17 @@ def row(task_id: str, *, queue: str = "q", priority: int = 0, run_at_ms: int, cl
 
 
 def draw(
-    cursors: ClaimCursors, rows: list[Any], queues: tuple[str, ...] = ("q",), names: Any = None, took_s: float = 0.001
+    cursors: ClaimCursors,
+    rows: list[Any],
+    queues: tuple[str, ...] = ("q",),
+    names: Any = None,
+    took_s: float = 0.001,
+    *,
+    emptied: tuple[str, ...] = (),
 ) -> list[Start]:
     """One draw as the store makes it: ask where to start, then report the rows leased."""
     starts = cursors.starts(list(queues), names)
-    cursors.advance(names, starts, rows, LEASE_MS, took_s)
+    cursors.advance(names, starts, rows, LEASE_MS, took_s, emptied=emptied)
     return starts
 
 
@@ -97,6 +104,47 @@ def test_every_draw_reads_from_the_head_once_a_second_and_an_empty_draw_keeps_th
     assert draw(cursors, []) == [Start.head("q")]  # a second since the last head read
     # That head read restarts the interval, even though it leased nothing.
     assert cursors.starts(["q"], None) == [Start("q", 0, 1_000, "task_a")]
+
+
+def test_an_empty_draw_that_asked_for_more_moves_its_cursor_to_the_database_clock() -> None:
+    # Names with no rows beside another name's backlog: without this, every
+    # draw of them read from the head and walked the whole backlog.
+    clock = Clock()
+    cursors = ClaimCursors(clock)
+    draw(cursors, [row("task_a", run_at_ms=1_000, claimed_ms=60_000)], names=["bulk"])  # the clock: 60_000 at 100.0
+    clock.now += 0.5
+    assert draw(cursors, [], names=["other"], took_s=0.1, emptied=("q",)) == [Start.head("q")]
+    # The draw began 0.4 s after the clock was read: at 60_400 at the earliest.
+    assert cursors.starts(["q"], ["other"]) == [Start("q", 0, 60_400 - LATE_COMMIT_MARGIN_MS, "")]
+    # A draw that leased as many rows as it asked for, or of a paused queue, proves nothing.
+    draw(cursors, [], names=["third"], took_s=0.1)
+    assert cursors.starts(["q"], ["third"]) == [Start.head("q")]
+    # The cursor follows the clock, and the head is still read as often as
+    # its cost allows (that first draw read it in 0.1 s).
+    clock.now += 0.2
+    draw(cursors, [], names=["other"], took_s=0.1, emptied=("q",))
+    assert cursors.starts(["q"], ["other"]) == [Start("q", 0, 60_600 - LATE_COMMIT_MARGIN_MS, "")]
+    clock.now += max(HEAD_READ_INTERVAL_S, 0.1 / HEAD_READ_SHARE)
+    assert cursors.starts(["q"], ["other"]) == [Start("q", 0, HEAD_RUN_AT_MS, "")]
+
+
+def test_an_empty_draw_with_no_recent_clock_reading_keeps_reading_from_the_head() -> None:
+    clock = Clock()
+    cursors = ClaimCursors(clock)
+    draw(cursors, [], names=["other"], emptied=("q",))  # nothing read the database clock yet
+    assert cursors.starts(["q"], ["other"]) == [Start.head("q")]
+    draw(cursors, [row("task_a", run_at_ms=1_000, claimed_ms=60_000)], names=["bulk"])
+    clock.now += DB_CLOCK_TRUST_S + 1
+    draw(cursors, [], names=["other"], emptied=("q",))  # that reading is too old to build on
+    assert cursors.starts(["q"], ["other"]) == [Start.head("q")]
+
+
+def test_a_queue_a_draw_found_empty_moves_to_the_clock_of_the_rows_it_leased_elsewhere() -> None:
+    cursors = ClaimCursors(Clock())
+    draw(cursors, [row("task_a", queue="q", run_at_ms=1_000, claimed_ms=60_000)], queues=("q", "r"), emptied=("r",))
+    assert cursors.starts(["q", "r"], None) == [
+        Start("q", 0, 1_000, "task_a"), Start("r", 0, 60_000 - LATE_COMMIT_MARGIN_MS, ""),
+    ]
 
 
 def test_reads_from_the_head_are_spaced_out_when_they_cost_more_than_a_share_of_the_time() -> None:
@@ -254,10 +302,10 @@ def submit_many(store: Any, n: int, name: str = "job", queue: str = "default") -
     return [t.id for t in store.submit_many([SubmitSpec(name=name, payload_json="{}", queue=queue) for _ in range(n)])]
 
 
-def claim_buffers(start: Start, limit: int = 10) -> int:
-    """Shared buffers one claim of ``start.queue`` reads when it starts at ``start`` (rolled back)."""
+def claim_buffers(start: Start, limit: int = 10, names: list[str] | None = None) -> int:
+    """Shared buffers one claim of ``start.queue`` (of ``names``) reads when it starts at ``start`` (rolled back)."""
     params = {
-        "queue": start.queue, "names": None, "worker_id": "w_explain", "lease_ms": LEASE_MS, "limit": limit,
+        "queue": start.queue, "names": names, "worker_id": "w_explain", "lease_ms": LEASE_MS, "limit": limit,
         "synchronous_commit": None, **statement_params([start]),
     }
     with connection.cursor() as cursor:
@@ -292,6 +340,29 @@ def test_under_a_pinned_snapshot_a_claim_does_not_walk_the_rows_claimed_before_i
         assert len(rest) == 1_000
     finally:
         pin.close()
+
+
+def test_beside_another_names_backlog_a_draw_that_finds_nothing_stops_walking_it(pg_store: Any) -> None:
+    # A worker draws a batch name on its own and its other names together;
+    # the draw of the others found none, read from the head every time and
+    # walked the whole backlog of the batch name (32 ms a draw at 75,000 rows).
+    clock = Clock()
+    pg_store.claim_cursors = ClaimCursors(clock)
+    submit_many(pg_store, 5_000, name="bulk", queue="beside")
+    time.sleep(LATE_COMMIT_MARGIN_MS / 1000 * 2)  # the backlog is older than the margin, as a backlog is
+    assert len(pg_store.claim(["beside"], "w1", names=["bulk"], limit=10, lease_ms=LEASE_MS)) == 10
+    clock.now += 0.01
+    others = ["other", "another"]
+    assert pg_store.claim(["beside"], "w1", names=others, limit=10, lease_ms=LEASE_MS) == []
+    [start] = pg_store.claim_cursors.starts(["beside"], others)
+    assert not start.from_head
+    from_cursor = claim_buffers(start, names=others)
+    from_head = claim_buffers(Start.head("beside"), names=others)
+    assert from_cursor * 10 < from_head, (from_cursor, from_head)
+    # A task of those names submitted now is the next draw's, without a read from the head.
+    clock.now += 0.01
+    [task_id] = submit_many(pg_store, 1, name="other", queue="beside")
+    assert [t.id for t in pg_store.claim(["beside"], "w1", names=others, limit=10, lease_ms=LEASE_MS)] == [task_id]
 
 
 def test_under_a_pinned_snapshot_a_probe_moves_the_cursor_past_what_other_workers_claimed(pg_store: Any) -> None:
@@ -428,6 +499,24 @@ def test_a_paused_queues_backlog_is_claimed_as_soon_as_it_resumes(pg_store: Any)
     cq.resume_queue("pausing")
     assert pg_store.probe_claim(["pausing"], None, leaseless=False).due
     assert sorted(t.id for t in pg_store.claim(["pausing"], "w1", limit=10, lease_ms=LEASE_MS)) == sorted(waiting)
+
+
+def test_a_draw_of_a_paused_queue_keeps_its_cursor_so_resuming_claims_the_backlog_at_once(pg_store: Any) -> None:
+    clock = Clock()
+    pg_store.claim_cursors = ClaimCursors(clock)
+    submit_many(pg_store, 4, queue="held")
+    time.sleep(LATE_COMMIT_MARGIN_MS / 1000 * 2)
+    assert len(pg_store.claim(["held"], "w1", lease_ms=LEASE_MS)) == 1
+    before = pg_store.claim_cursors.starts(["held"], None)
+    cq.pause_queue("held")
+    clock.now += 0.01
+    # As a busy worker draws: no probe first (a probe would see the pause and skip the draw).
+    request = ClaimRequest(["held"], "w1", LEASE_MS, None, probe=False, recover=False)
+    assert not pg_store.claim_session(request, lambda session: session(None, 10))  # paused: none, holds three
+    assert pg_store.claim_cursors.starts(["held"], None) == before
+    cq.resume_queue("held")
+    clock.now += 0.01  # no read from the head comes to help
+    assert len(pg_store.claim(["held"], "w1", limit=10, lease_ms=LEASE_MS)) == 3
 
 
 def test_a_submit_that_commits_after_later_rows_were_claimed_waits_at_most_for_the_next_head_read(

@@ -40,7 +40,7 @@ RUNNING_ROWS = 300
 # advisory locks on PostgreSQL (SQLite's claims are serialized already), and
 # PostgreSQL logs its starts inside the claim statement.
 SQLITE_ONLY = {"admin_payload_rowids", "record_starts", "claim_picked"}
-POSTGRES_ONLY = {"copy_tasks", "table_estimate", "reuse_claim_plans"}
+POSTGRES_ONLY = {"copy_tasks", "table_estimate", "reuse_claim_plans", "paused_queues"}
 
 
 def test_both_dialects_ship_the_same_statements() -> None:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -53,6 +53,10 @@ HEAD_READ_SHARE = 0.05
 # due within this long before the last claim are read again: a submit whose
 # transaction lasts less is never stepped past.
 LATE_COMMIT_MARGIN_MS = 100
+
+# An empty draw moves its cursor by the database clock read off a lease or
+# a probe at most this long before it (see ``ClaimCursors.advance``).
+DB_CLOCK_TRUST_S = 10.0
 
 # Which rows a cursor follows: a queue and the draw's names (None: any name).
 Key = tuple[str, frozenset[str] | None]
@@ -96,6 +100,11 @@ class ClaimCursors:
         self._clock = clock
         self._positions: dict[Key, _Position] = {}
         self._lock = threading.Lock()
+        # The database clock (ms) as last read off a lease or a probe, and
+        # when (monotonic) that answer arrived: an empty draw's cursor moves
+        # to an estimate of the database clock from it (see ``advance``).
+        self._db_ms: int | None = None
+        self._db_ms_at = 0.0
 
     def starts(self, queues: Sequence[str], names: Sequence[str] | None) -> list[Start]:
         """Where a draw (or a probe) of ``queues`` for ``names`` starts, one ``Start`` per queue."""
@@ -146,9 +155,25 @@ class ClaimCursors:
         return starts
 
     def advance(
-        self, names: Sequence[str] | None, starts: Sequence[Start], rows: Sequence[Task], lease_ms: int, took_s: float
+        self,
+        names: Sequence[str] | None,
+        starts: Sequence[Start],
+        rows: Sequence[Task],
+        lease_ms: int,
+        took_s: float,
+        *,
+        emptied: Collection[str] = (),
     ) -> None:
-        """Move each queue's cursor to the last of ``rows``, leased in ``took_s`` by a draw that began at ``starts``."""
+        """Move each queue's cursor to the last of ``rows``, leased in ``took_s`` by a draw that began at ``starts``.
+
+        ``emptied``: queues the draw had no claimable row of ``names`` in
+        from its start on (it leased fewer rows than it asked for, none of
+        theirs, and they were not paused). Their cursors move up to the
+        database clock of the draw less the late-commit margin, as after a
+        probe that found none: otherwise every draw of names with no rows,
+        beside another name's backlog, would read from the head and walk the
+        whole backlog.
+        """
         wanted = None if names is None else frozenset(names)
         now = self._clock()
         last: dict[str, Task] = {}
@@ -157,6 +182,16 @@ class ClaimCursors:
             if seen is None or _claim_order(row) > _claim_order(seen):
                 last[row.queue] = row
         with self._lock:
+            empty_at_ms = None
+            if last:
+                # A lease starts at the draw's own clock: the queues it found empty move to it.
+                drawn_ms = int(max(last.values(), key=_lease_start).lease_until_ms or 0) - lease_ms
+                self._db_ms, self._db_ms_at = drawn_ms, now
+                empty_at_ms = drawn_ms
+            elif emptied:
+                # At the draw's start: a clock read off an earlier answer
+                # plus the time since can only fall short of it, never pass it.
+                empty_at_ms = self._db_estimate(now - took_s)
             for start in starts:
                 key = (start.queue, wanted)
                 position = self._positions.get(key)
@@ -170,8 +205,26 @@ class ClaimCursors:
                         head_read_at=now if position is None else position.head_read_at,
                         head_read_s=0.0 if position is None else position.head_read_s,
                     )
+                elif empty_at_ms is not None and start.queue in emptied:
+                    position = self._emptied(key, position, start, empty_at_ms, now)
                 if start.from_head and position is not None:
                     position.head_read_at, position.head_read_s = now, took_s
+
+    def _db_estimate(self, at: float) -> int | None:
+        """The database clock at monotonic time ``at``, from a reading at most ``DB_CLOCK_TRUST_S`` old."""
+        if self._db_ms is None or not 0 <= at - self._db_ms_at <= DB_CLOCK_TRUST_S:
+            return None
+        return self._db_ms + int((at - self._db_ms_at) * 1000)
+
+    def _emptied(self, key: Key, position: _Position | None, start: Start, at_ms: int, now: float) -> _Position:
+        """The cursor of ``key`` after a draw from ``start`` found no row there, the database clock then ``at_ms``."""
+        if position is None:
+            position = self._positions[key] = _Position(
+                start.priority, at_ms, HEAD_ID, claimed_ms=at_ms, head_read_at=now
+            )
+        elif _floor(position) < (at_ms - LATE_COMMIT_MARGIN_MS, HEAD_ID):
+            position.run_at_ms, position.id, position.claimed_ms = at_ms, HEAD_ID, at_ms
+        return position
 
     def probed(
         self, names: Sequence[str] | None, starts: Sequence[Start], rows: Sequence[dict[str, Any]], took_s: float
@@ -192,6 +245,8 @@ class ClaimCursors:
         now = self._clock()
         found = {row["queue"]: row for row in rows if row["queue"] is not None}
         with self._lock:
+            if found:
+                self._db_ms, self._db_ms_at = max(int(row["now_ms"]) for row in found.values()), now
             for start in starts:
                 row = found.get(start.queue)
                 if row is None or row["paused"]:
@@ -248,6 +303,10 @@ def statement_params(starts: Sequence[Start]) -> dict[str, Any]:
         "from_run_at_ms": starts[0].run_at_ms if starts else None,
         "from_id": starts[0].id if starts else None,
     }
+
+
+def _lease_start(row: Task) -> int:
+    return int(row.lease_until_ms or 0)
 
 
 def _claim_order(row: Task) -> tuple[int, int, str]:

@@ -238,8 +238,23 @@ class PostgresStore(SQLStore):
         starts = self.claim_cursors.starts(queues, names)
         began = time.perf_counter()
         rows = self._tasks(statement, {**params, **statement_params(starts)})
-        self.claim_cursors.advance(names, starts, rows, lease_ms, time.perf_counter() - began)
+        took_s = time.perf_counter() - began
+        self.claim_cursors.advance(names, starts, rows, lease_ms, took_s, emptied=self._emptied(queues, rows, params))
         return rows
+
+    def _emptied(self, queues: Sequence[str], rows: list[Task], params: dict[str, Any]) -> list[str]:
+        """The queues a draw found without a claimable row: it leased fewer than it asked for, none of theirs.
+
+        A paused queue's draw finds nothing whatever it holds, so it is left out.
+        """
+        if len(rows) >= params["limit"]:
+            return []
+        found = {row.queue for row in rows}
+        empty = [queue for queue in queues if queue not in found]
+        if not empty:
+            return []
+        paused = {row["queue"] for row in self._rows("paused_queues", {"queues": empty})}
+        return [queue for queue in empty if queue not in paused]
 
     def _limited_rows(self, params: dict[str, Any], fleet: FleetLimits) -> list[dict[str, Any]]:
         # One call of the claim function the migrations create: it takes the
