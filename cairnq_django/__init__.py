@@ -84,6 +84,19 @@ _LAZY = {
     "periodic": ".tasks.periodic",
     "TaskContext": ".tasks.context",
     "QueuePause": ".models",
+    # Workflows (docs/workflows.md): their modules read the models.
+    "Workflow": ".workflows.workflow",
+    "chain": ".workflows.canvas",
+    "group": ".workflows.canvas",
+    "chord": ".workflows.canvas",
+    "signature": ".workflows.canvas",
+    "Signature": ".workflows.canvas",
+    "WorkflowError": ".workflows.graph",
+    "WorkflowNotFound": ".workflows.run",
+    "WorkflowRunHandle": ".workflows.run",
+    "cancel_workflow": ".workflows.run",
+    "get_workflow": ".workflows.run",
+    "retry_workflow": ".workflows.run",
 }
 
 
@@ -157,6 +170,19 @@ __all__ = [
     "QueuePause",
     "task",
     "TaskContext",
+    # workflows (docs/workflows.md)
+    "Workflow",
+    "chain",
+    "group",
+    "chord",
+    "signature",
+    "Signature",
+    "WorkflowRunHandle",
+    "get_workflow",
+    "cancel_workflow",
+    "retry_workflow",
+    "WorkflowError",
+    "WorkflowNotFound",
     # errors
     "CairnQError",
     "SerializationError",

@@ -550,3 +550,7 @@ class BulkOperation(models.Model):
     @property
     def finished_at(self) -> dt.datetime | None:
         return ms_to_datetime(self.finished_at_ms)
+
+
+# Workflows keep their tables in their own package; imported here so Django registers them with the app.
+from .workflows.models import WorkflowEdge, WorkflowNode, WorkflowRun  # noqa: E402, F401

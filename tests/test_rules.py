@@ -260,6 +260,8 @@ PUBLIC_NAMES = sorted(
     list purge queue_depth retry retry_by_key stats submit submit_many task wait wait_by_key
     QueuePause pause_queue resume_queue paused_queues apause_queue aresume_queue apaused_queues
     WorkerInfo workers aworkers
+    Workflow chain group chord signature Signature WorkflowRunHandle get_workflow cancel_workflow retry_workflow
+    WorkflowError WorkflowNotFound
     """.split()
 )
 

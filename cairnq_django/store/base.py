@@ -16,13 +16,15 @@ import abc
 import builtins
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from ..protocol.limits import FleetLimits
+from ..protocol.validation import CONFLICT_STRATEGIES as CONFLICT_STRATEGIES  # re-exported
 
 if TYPE_CHECKING:
     from ..models import Task
 
-from ..protocol.limits import FleetLimits
-from ..protocol.validation import CONFLICT_STRATEGIES as CONFLICT_STRATEGIES  # re-exported
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -329,6 +331,15 @@ class Store(abc.ABC):
         raise NotImplementedError
 
     # ---- worker side -------------------------------------------------
+    def run_with_connection(self, fn: Callable[[], T]) -> T:
+        """Run ``fn``, which uses ``connections[self.alias]``, as a call of this store.
+
+        A worker's stores that take turns on one connection (worker/connections.py)
+        run it on that connection: the settler's write and a workflow's
+        advancement share one transaction that way.
+        """
+        return fn()
+
     @abc.abstractmethod
     def now_ms(self) -> int:
         """Return the store's notion of now (database clock on PostgreSQL)."""

@@ -99,6 +99,19 @@ class TaskContext:
     def metadata(self) -> Any:
         return self._attempt.task.metadata
 
+    def parent_results(self) -> dict[str, Any]:
+        """In a workflow node's handler: what its parents returned, by node name (docs/workflows.md).
+
+        A parent that did not succeed is left out; outside a workflow, ``{}``.
+        """
+        # The workflow modules read the models: not importable while the app registry loads this one.
+        from ..workflows.advance import is_node_task
+        from ..workflows.run import parent_results  # the same: it reads the models
+
+        if not is_node_task(self._attempt.task.metadata):
+            return {}
+        return parent_results(self._attempt.task.id)
+
     @property
     def root_id(self) -> str | None:
         return self._attempt.task.root_id

@@ -212,6 +212,13 @@ class TaskDefinition:
 
         return submit(self.name, payload, **options)
 
+    def s(self, payload: Any = None, **options: Any) -> Any:
+        """A signature of this task: its payload and submit options, for ``chain``, ``group`` and ``chord``."""
+        # The canvas reads the models: not importable while the app registry loads this module.
+        from ..workflows.canvas import Signature
+
+        return Signature(self.name, payload, options)
+
     def call(
         self, payload: Any = None, *, timeout: float | None = None, **options: Any
     ) -> Any:

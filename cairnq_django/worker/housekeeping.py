@@ -44,6 +44,7 @@ from ..protocol.limits import MAX_WINDOW_MS
 from ..tasks.registry import get_task
 from . import bulk_operations
 from .history import FLUSH_INTERVAL_S, QueueHistory
+from ..workflows.advance import sweep as advance_stalled_workflows
 
 if TYPE_CHECKING:
     from ..store.base import Store
@@ -63,6 +64,8 @@ WORKER_PRUNE_MAX_S = 600.0
 HISTORY_PRUNE_INTERVAL_S = 3_600.0
 # An open bulk operation is looked for this often; one found is advanced chunk after chunk.
 BULK_POLL_S = 2.0
+# Workflow nodes one repair pass advances at most; a full pass runs again at once.
+WORKFLOW_SWEEP_ROWS = 500
 
 
 def _interval_s(key: str, value: Any) -> float:
@@ -89,6 +92,7 @@ class Sweeper:
         worker_keep_ms: int | None = None,
         history: QueueHistory | None = None,
         history_keep_ms: int | None = None,
+        workflow_sweep_s: float | None = None,
     ) -> None:
         self.interval = _interval_s("RETENTION_INTERVAL_MS", interval_ms)
         # None turns the unserved-names check off.
@@ -115,6 +119,9 @@ class Sweeper:
                 f'CAIRNQ["HISTORY_KEEP_MS"] {number_problem("HISTORY_KEEP_MS", history_keep_ms)}'
             )
         self.history_keep_ms = history_keep_ms
+        # How often the workflows' repair pass runs (None: never); see ``sweep_workflows``.
+        self.workflow_sweep_s = workflow_sweep_s
+        self._workflow_sweep_failing = False
         # Names already reported by this process: one warning each, ever.
         self.reported: set[str] = set()
         self._stop = threading.Event()
@@ -127,6 +134,7 @@ class Sweeper:
             and self.fleet_keep_ms is None
             and self.worker_keep_ms is None
             and self.history is None
+            and self.workflow_sweep_s is None
         ):
             return
         self._thread = threading.Thread(
@@ -151,14 +159,21 @@ class Sweeper:
         next_flush = now + FLUSH_INTERVAL_S if self.history is not None else math.inf
         next_forget = now if self.history is not None and self.history_keep_ms is not None else math.inf
         next_bulk = now + BULK_POLL_S if self.history is not None else math.inf
+        next_workflows = now if self.workflow_sweep_s is not None else math.inf
         try:
             while not self._stop.wait(
                 max(
                     0.0,
-                    min(next_sweep, next_check, next_prune, next_prune_workers, next_flush, next_forget, next_bulk)
+                    min(
+                        next_sweep, next_check, next_prune, next_prune_workers, next_flush, next_forget, next_bulk,
+                        next_workflows,
+                    )
                     - time.monotonic(),
                 )
             ):
+                if self.workflow_sweep_s is not None and time.monotonic() >= next_workflows:
+                    more = self.sweep_workflows()
+                    next_workflows = time.monotonic() + (0.0 if more else self.workflow_sweep_s)
                 if self.history is not None and time.monotonic() >= next_flush:
                     self.history.flush()
                     next_flush = time.monotonic() + FLUSH_INTERVAL_S
@@ -182,6 +197,24 @@ class Sweeper:
                 _db.close_quietly(self.store.alias)
         finally:
             _db.close_quietly(self.store.alias)
+
+    def sweep_workflows(self) -> bool:
+        """Advance the workflow nodes whose task ended unseen; True when a full batch was found (go again).
+
+        The settling worker advances its own nodes in the settlement's
+        transaction; this pass finds those another SDK's worker, an operator
+        or a purge ended, and any a crash left behind (workflows/advance.py).
+        """
+        try:
+            found = self.store.run_with_connection(lambda: advance_stalled_workflows(self.store.alias, WORKFLOW_SWEEP_ROWS))
+        except Exception as exc:  # noqa: BLE001 - reported once; the next pass tries again
+            if not self._workflow_sweep_failing:
+                logger.error("the workflow repair pass failed, retrying: %s", exc)
+            self._workflow_sweep_failing = True
+            _db.close_quietly(self.store.alias)
+            return False
+        self._workflow_sweep_failing = False
+        return found >= WORKFLOW_SWEEP_ROWS
 
     def prune_fleet_starts(self) -> int:
         """Delete the logged fleet starts that can no longer count (until none is left)."""

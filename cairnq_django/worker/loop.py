@@ -68,6 +68,9 @@ SETTLE_GRACE_S = 2.0
 # up within a fraction of that, since their hold-offs end at different times.
 HERD_HOLD_OFF_S = 0.05
 HERD_HOLD_OFF_MAX_S = 0.2
+# How often a PostgreSQL worker looks for workflow nodes whose task another
+# SDK's worker, an operator or a purge ended (workflows/advance.py).
+WORKFLOW_SWEEP_S = 1.0
 
 
 def herd_hold_off_s(empty_wakes: int, poll_s: float) -> float:
@@ -208,6 +211,9 @@ class Worker(AttemptOwner):
             worker_keep_ms=get_config()["WORKER_KEEP_MS"],
             history=self.history,
             history_keep_ms=get_config()["HISTORY_KEEP_MS"],
+            # A node another SDK's worker ended is noticed within a second on
+            # PostgreSQL and within one poll interval on SQLite.
+            workflow_sweep_s=WORKFLOW_SWEEP_S if store.dialect == "postgres" else options.poll_interval_ms / 1000,
         )
         self.executor.on_fatal = self._fatal
         self.exit_code = 0

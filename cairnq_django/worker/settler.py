@@ -20,13 +20,14 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from django.db import InterfaceError, OperationalError
+from django.db import InterfaceError, OperationalError, transaction
 
 from ..exceptions import LostLease
 from ..store.base import Failure
 from . import connections as _db
 from ..protocol.backoff import Backoff
 from ..protocol.envelopes import unserializable_envelope
+from ..workflows.advance import is_node_task, tasks_ended
 from .outcomes import Settlement
 
 if TYPE_CHECKING:
@@ -211,8 +212,8 @@ class Settler:
         failures = [item.failure for item in fails if item.failure is not None]
         delays = [(item.attempt.task.id, item.snooze_ms or 0) for item in snoozes]
         groups: list[tuple[list[Settlement], Callable[[], dict[str, str]], str]] = [
-            (completes, lambda: self.store.complete_many(worker_id, results), "completion"),
-            (fails, lambda: self.store.fail_many(worker_id, failures), "failure"),
+            (completes, self._advancing(completes, lambda: self.store.complete_many(worker_id, results)), "completion"),
+            (fails, self._advancing(fails, lambda: self.store.fail_many(worker_id, failures)), "failure"),
             (snoozes, lambda: self.store.snooze_many(worker_id, delays), "snooze"),
         ]
         for items, write, what in groups:
@@ -221,6 +222,27 @@ class Settler:
             self._write_group(items, write, what)
             written = {id(item) for item in items}
             batch[:] = [item for item in batch if id(item) not in written]
+
+    def _advancing(
+        self, items: list[Settlement], write: Callable[[], dict[str, str]]
+    ) -> Callable[[], dict[str, str]]:
+        """``write``, and for the workflow nodes among ``items`` their workflows' advance, in one transaction.
+
+        So a node's children are released exactly when its settlement
+        commits (docs/workflows.md); a settlement of no node is written alone.
+        """
+        nodes = {item.attempt.task.id for item in items if is_node_task(item.attempt.task.metadata)}
+        if not nodes:
+            return write
+        alias = self.store.alias
+
+        def both() -> dict[str, str]:
+            with transaction.atomic(using=alias):
+                answer = write()
+                tasks_ended(alias, [(task_id, status) for task_id, status in answer.items() if task_id in nodes])
+            return answer
+
+        return lambda: self.store.run_with_connection(both)
 
     def _write_group(self, items: list[Settlement], write: Callable[[], dict[str, str]], what: str) -> None:
         """Write one kind of settlement in one statement; record each task's answer."""

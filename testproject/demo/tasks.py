@@ -474,3 +474,19 @@ def summarize(ctx: Any, payload: Any) -> dict[str, Any]:
 
 # The fleet-limited handlers live in their own module; importing it registers them.
 from . import fleet_tasks  # noqa: E402,F401
+
+
+# ---- workflows (tests/workflows) ----------------------------------------------------------
+
+
+@task("demo.wf.step")
+def wf_step(ctx: Any, payload: Any) -> dict[str, Any]:
+    """A workflow node: record its start with what its parents returned, then return its own name.
+
+    ``payload["fail"]`` makes it fail for good (a ``TaskError``).
+    """
+    parents = ctx.parent_results()
+    ledger("start", ctx, parents=sorted(parents))
+    if isinstance(payload, dict) and payload.get("fail"):
+        raise TaskError("step failed on purpose", type="StepFailed")
+    return {"node": (payload or {}).get("node"), "parents": parents}
