@@ -179,6 +179,15 @@ class Attempt:
                 self.settled = True
                 self.status = status
 
+    @staticmethod
+    def end_settle_many(written: list[tuple[Attempt, str]]) -> None:
+        """``end_settle`` of each attempt with the status its write left, under one take of the lock."""
+        with _state_lock:
+            for attempt, status in written:
+                attempt.settling = False
+                attempt.settled = True
+                attempt.status = status
+
     def handler_settled(self, status: str) -> None:
         """Report a settlement the handler wrote itself to the owner."""
         self.owner.settled(self, status)

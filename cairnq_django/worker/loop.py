@@ -8,6 +8,7 @@ back off; stopping drains the calls in flight.
 
 from __future__ import annotations
 
+import collections
 import logging
 import random
 import threading
@@ -350,7 +351,16 @@ class Worker(AttemptOwner):
 
     def settled(self, attempt: Attempt, status: str) -> None:
         entry = self._forget(attempt)
-        self._finished(attempt, status, entry[1] if entry else None)
+        self._finished([(attempt, status, entry[1] if entry else None)])
+
+    def _forget_many(self, attempts: list[Attempt]) -> None:
+        """``_forget`` of each of ``attempts``, under one take of the in-flight lock."""
+        inflight = self.inflight
+        with self._inflight_lock:
+            for attempt in attempts:
+                entry = inflight.get(attempt.task.id)
+                if entry is not None and entry[0] is attempt:
+                    del inflight[attempt.task.id]
 
     @staticmethod
     def _fixed_ahead(claim_ahead: int | str) -> int:
@@ -420,17 +430,22 @@ class Worker(AttemptOwner):
         # A freed slot or resource unit may make a claim worthwhile right away.
         self.waker.wake()
 
-    def _on_settled(self, item: Settlement, status: str) -> None:
-        self._forget(item.attempt)
-        if item.failure is not None and status in ("failed", "queued"):
-            # The triage's counts: only a failure this worker wrote (a cancel that won shows as canceled).
-            task = item.attempt.task
-            self.history.errored(task.queue, task.name, item.failure.error, terminal=status == "failed")
-        if item.snoozed and status == "queued":
-            self._snoozed(item)
-        else:
-            # A cancel requested meanwhile ends even a snoozed task: finished.
-            self._finished(item.attempt, status, item.call)
+    def _on_settled(self, written: list[tuple[Settlement, str]]) -> None:
+        """The settler wrote ``written`` (each with the status it left): the bookkeeping of all of them."""
+        self._forget_many([item.attempt for item, _status in written])
+        finished: list[tuple[Attempt, str, Call | None]] = []
+        for item, status in written:
+            if item.failure is not None and status in ("failed", "queued"):
+                # The triage's counts: only a failure this worker wrote (a cancel that won shows as canceled).
+                task = item.attempt.task
+                self.history.errored(task.queue, task.name, item.failure.error, terminal=status == "failed")
+            if item.snoozed and status == "queued":
+                self._snoozed(item)
+            else:
+                # A cancel requested meanwhile ends even a snoozed task: finished.
+                finished.append((item.attempt, status, item.call))
+        if finished:
+            self._finished(finished)
 
     def _snoozed(self, item: Settlement) -> None:
         self.finished += 1
@@ -478,24 +493,38 @@ class Worker(AttemptOwner):
             elif lease.status == "queued":
                 self.history.errored(lease.queue, lease.name, LEASE_EXPIRED_RETRIED, terminal=False)
 
-    def _finished(self, attempt: Attempt, status: str, call: Call | None) -> None:
-        self.finished += 1
-        if status == "succeeded":
-            self.succeeded += 1
-        elif status in ("failed", "queued"):
-            self.failed += 1
+    def _finished(self, ended: list[tuple[Attempt, str, Call | None]]) -> None:
+        """Count, log and announce attempts that ended, each with the status it left its task in."""
+        counts: collections.Counter[tuple[str, str]] = collections.Counter()
+        for attempt, status, _call in ended:
+            counts[(attempt.task.queue, status)] += 1
+        self.finished += len(ended)
+        for (_queue, status), count in counts.items():
+            if status == "succeeded":
+                self.succeeded += count
+            elif status in ("failed", "queued"):
+                self.failed += count
+        self.history.settled_many(counts)
+        announce = bool(signals.task_finished.receivers)
+        debug = logger.isEnabledFor(logging.DEBUG)
+        for attempt, status, call in ended:
+            # A success is logged at debug level and a signal only sent to receivers:
+            # a drain of plain successes with neither does nothing more per task.
+            if status == "succeeded" and not debug and not announce:
+                continue
+            self._report(attempt, status, call, announce)
+
+    def _report(self, attempt: Attempt, status: str, call: Call | None, announce: bool) -> None:
         task = attempt.task
-        self.history.settled(task.queue, status)
         duration = call.duration_ms if call is not None else None
         if status == "succeeded":
-            if logger.isEnabledFor(logging.DEBUG):
-                logger.debug(
-                    "task succeeded: task=%s name=%s attempt=%s duration_ms=%s",
-                    task.id,
-                    task.name,
-                    task.attempt,
-                    duration,
-                )
+            logger.debug(
+                "task succeeded: task=%s name=%s attempt=%s duration_ms=%s",
+                task.id,
+                task.name,
+                task.attempt,
+                duration,
+            )
         elif status == "queued":
             logger.info(
                 "task will retry: task=%s name=%s attempt=%s duration_ms=%s",
@@ -521,8 +550,8 @@ class Worker(AttemptOwner):
                 task.attempt,
                 duration,
             )
-        if not signals.task_finished.receivers:
-            return  # nobody listens: skip building 8 arguments per task
+        if not announce:
+            return
         signals.task_finished.send(
             sender=Task,
             task_id=task.id,

@@ -28,6 +28,7 @@ from . import connections as _db
 from ..protocol.backoff import Backoff
 from ..protocol.envelopes import unserializable_envelope
 from ..workflows.advance import is_node_task, tasks_ended
+from .attempt import Attempt
 from .outcomes import Settlement
 
 if TYPE_CHECKING:
@@ -55,7 +56,7 @@ class Settler:
         *,
         application_name: str,
         lease_ms: int,
-        on_settled: Callable[[Settlement, str], None],
+        on_settled: Callable[[list[tuple[Settlement, str]]], None],
         on_lost: Callable[[Settlement], None],
         write_lock: Any = None,
         on_taken: Callable[[], None] | None = None,
@@ -316,13 +317,17 @@ class Settler:
         return row.status
 
     def _record(self, items: list[Settlement], answer: dict[str, str]) -> None:
+        """Mark each written attempt settled and hand them all over at once; the others lost their lease."""
+        written: list[tuple[Settlement, str]] = []
         for item in items:
             status = answer.get(item.attempt.task.id)
             if status is None:
                 self._lost(item)
             else:
-                item.attempt.end_settle(status)
-                self.on_settled(item, status)
+                written.append((item, status))
+        if written:
+            Attempt.end_settle_many([(item.attempt, status) for item, status in written])
+            self.on_settled(written)
 
     def _lost(self, item: Settlement) -> None:
         item.attempt.end_settle(None)

@@ -163,3 +163,17 @@ def test_history_keep_none_keeps_everything(cairnq_db: Any, start_worker: Any) -
     assert worker.wait() == 0, worker.output()[-3000:]
     assert QueueMinute.objects.filter(pk=old.pk).exists()
     assert totals("q")["succeeded"] == 2
+
+
+def test_settled_many_counts_as_one_settled_call_per_task(cairnq_db: Any, store: Any) -> None:
+    one_by_one, at_once = QueueHistory(store, clock=lambda: 5 * MINUTE_MS), QueueHistory(store, clock=lambda: 5 * MINUTE_MS)
+    settlements = [("a", "succeeded")] * 30 + [("b", "failed")] * 2 + [("b", "queued"), ("b", "running")]
+    for queue, status in settlements:
+        one_by_one.settled(queue, status)
+    counts: dict[tuple[str, str], int] = {}
+    for key in settlements:
+        counts[key] = counts.get(key, 0) + 1
+    at_once.settled_many(counts)
+    assert at_once._counts == one_by_one._counts
+    assert at_once._counts[("a", 5 * MINUTE_MS)]["succeeded"] == 30
+    assert at_once._counts[("b", 5 * MINUTE_MS)]["failed"] == 2

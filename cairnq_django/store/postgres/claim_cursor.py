@@ -177,10 +177,11 @@ class ClaimCursors:
         wanted = None if names is None else frozenset(names)
         now = self._clock()
         last: dict[str, Task] = {}
+        furthest: dict[str, tuple[int, int, str]] = {}
         for row in rows:
-            seen = last.get(row.queue)
-            if seen is None or _claim_order(row) > _claim_order(seen):
-                last[row.queue] = row
+            order = _claim_order(row)
+            if order > furthest.get(row.queue, _BEFORE_ALL):
+                furthest[row.queue], last[row.queue] = order, row
         with self._lock:
             empty_at_ms = None
             if last:
@@ -312,6 +313,10 @@ def _lease_start(row: Task) -> int:
 def _claim_order(row: Task) -> tuple[int, int, str]:
     """A key that grows along claim order (priority DESC, run_at_ms, id)."""
     return (-row.priority, row.run_at_ms, row.id)
+
+
+# Below every row's ``_claim_order``.
+_BEFORE_ALL = (-(2**63), -(2**63), "")
 
 
 # A lease is written as the writer's clock plus the lease, so one that ran
