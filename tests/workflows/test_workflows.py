@@ -288,3 +288,26 @@ def test_an_advance_that_fails_leaves_the_settlement_written_and_the_repair_pass
     assert states(run) == {STEP: "released", f"{STEP}-2": "held"}
     assert advance.sweep(get_store().alias) == 1
     assert states(run)[f"{STEP}-2"] == "released"
+
+
+def test_async_submit_and_await(cairnq_db: Any) -> None:
+    import asyncio
+
+    wf = cq.chain(cq.signature(STEP), cq.signature(STEP))
+
+    async def submit_then_wait_briefly() -> Any:
+        run = await wf.asubmit()
+        with pytest.raises(cq.TaskTimeout):
+            await run.await_(timeout=0.05)  # no worker yet
+        return run
+
+    from asgiref.sync import sync_to_async
+    from django.db import connections
+
+    try:
+        run = asyncio.run(submit_then_wait_briefly())
+        run_until_done(run)
+        assert asyncio.run(run.await_(timeout=5)) is run and run.status == "succeeded"
+    finally:
+        # The thread-sensitive thread keeps its connection open: close it, or the test database cannot be dropped.
+        asyncio.run(sync_to_async(connections.close_all, thread_sensitive=True)())
