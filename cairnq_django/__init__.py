@@ -86,6 +86,7 @@ _LAZY = {
     "QueuePause": ".models",
     # Workflows (docs/workflows.md): their modules read the models.
     "Workflow": ".workflows.workflow",
+    "Batch": ".workflows.batch",
     "chain": ".workflows.canvas",
     "group": ".workflows.canvas",
     "chord": ".workflows.canvas",
@@ -172,6 +173,7 @@ __all__ = [
     "TaskContext",
     # workflows (docs/workflows.md)
     "Workflow",
+    "Batch",
     "chain",
     "group",
     "chord",

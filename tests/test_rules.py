@@ -261,7 +261,7 @@ PUBLIC_NAMES = sorted(
     QueuePause pause_queue resume_queue paused_queues apause_queue aresume_queue apaused_queues
     WorkerInfo workers aworkers
     Workflow chain group chord signature Signature WorkflowRunHandle get_workflow cancel_workflow retry_workflow
-    WorkflowError WorkflowNotFound
+    WorkflowError WorkflowNotFound Batch
     """.split()
 )
 

@@ -23,6 +23,7 @@ from ..exceptions import SchemaNotInstalled
 from ..store import get_store
 from ..store.missing_schema import is_missing_table
 from ..tasks.unknown import judge, judged
+from ..workflows.current import current_batch
 from . import backpressure, pauses, queries, workers
 from .submit import announce, build_spec, check_many_options, gate_limits, specs_for_many
 from .unserved import timeout_hint
@@ -88,9 +89,11 @@ async def asubmit(
     with tracing.publishing(spec.queue, spec.name) as publication:
         await _apass_gate(store, [spec])
         stamped = publication.stamp(spec)
+        # Read here, in the caller's context (``async with cairnq.Batch(...)``), not in the worker thread.
+        batch = current_batch.get()
 
         def insert() -> Task:
-            row = store.submit(stamped)
+            row = store.submit(stamped) if batch is None else batch.insert(store, [stamped])[0]
             announce(store, [row])
             return row
 
@@ -111,8 +114,10 @@ async def asubmit_many(items: Iterable[Any], **common: Any) -> list[Task]:
             specs = list(specs)
             await _apass_gate(store, specs)
 
+        batch = current_batch.get()  # as in asubmit
+
         def insert() -> list[Task]:
-            rows = store.submit_many(specs)
+            rows = store.submit_many(specs) if batch is None else batch.insert(store, specs)
             announce(store, rows)
             return rows
 

@@ -23,6 +23,7 @@ from ..store import get_store
 from ..store.base import SubmitSpec
 from ..tasks.registry import get_task
 from ..tasks.unknown import judge, judged
+from ..workflows.current import current_batch
 from . import backpressure, declared
 from .schema_guard import needs_schema
 
@@ -193,7 +194,10 @@ def submit(
     store = get_store()
     with tracing.publishing(spec.queue, spec.name) as publication:
         _pass_gate(store, [spec])
-        row = store.submit(publication.stamp(spec))
+        # Inside ``with cairnq.Batch(...)`` the task joins the batch (workflows/batch.py).
+        batch = current_batch.get()
+        stamped = publication.stamp(spec)
+        row = store.submit(stamped) if batch is None else batch.insert(store, [stamped])[0]
         publication.published([row])
     announce(store, [row])
     return row
@@ -299,7 +303,9 @@ def submit_many(items: Iterable[Any], **common: Any) -> builtins.list[Task]:
     store = get_store()
     with tracing.publishing(common.get("queue", "default")) as publication:
         specs = publication.stamp_all(judged(specs_for_many(items, common)))
-        rows = store.submit_many(_gated_specs(store, specs))
+        batch = current_batch.get()  # as in submit: inside a Batch the tasks join it
+        gated = _gated_specs(store, specs)
+        rows = store.submit_many(gated) if batch is None else batch.insert(store, gated)
         publication.published(rows)
     announce(store, rows)
     return rows

@@ -9,6 +9,8 @@ second finds nothing to do, so children are counted down once.
 
 Fan-in counts down: a parent's end is one ``UPDATE ... parents_left - 1``
 over its children, whatever their number of parents (docs/workflows.md).
+A batch's callbacks have no edges: its members' ends count them down per
+run, in ``finish`` (``batch.py``).
 """
 
 from __future__ import annotations
@@ -35,6 +37,11 @@ ROW_GONE = "the task's row was removed before its end was seen"
 _TERMINAL = {"succeeded": NodeState.SUCCEEDED, "failed": NodeState.FAILED, "canceled": NodeState.CANCELED}
 _FAILED_STATES = (NodeState.FAILED, NodeState.CANCELED)
 
+# A batch (``batch.py``) is a run of this kind; its callbacks are its held nodes of these names.
+BATCH_KIND = "batch"
+ON_SUCCESS, ON_FAILURE, ON_FINISH = "on_success", "on_failure", "on_finish"
+BATCH_CALLBACKS = (ON_SUCCESS, ON_FAILURE, ON_FINISH)
+
 _END_RELEASED = """
 UPDATE cairnq_django_workflow_node SET state = %(state)s, error = %(error)s, ended_at_ms = %(now_ms)s
 WHERE task_id = %(task_id)s AND state = 'released'
@@ -55,7 +62,16 @@ RETURNING id, parents_left, parents_failed, on_parent_failure
 _RUN_COUNT_DOWN = """
 UPDATE cairnq_django_workflow SET nodes_left = nodes_left - %(ended)s, nodes_failed = nodes_failed + %(failed)s
 WHERE id = %(run_id)s
-RETURNING nodes_left, nodes_failed
+RETURNING nodes_left, nodes_failed, kind
+"""
+# A batch's callbacks wait for every member and for the batch to close: each
+# such end (``ended`` of them) counts them down at once, by the run's unique
+# (run, name) index, however many members the batch has.
+_BATCH_COUNT_DOWN = """
+UPDATE cairnq_django_workflow_node
+SET parents_left = parents_left - %(ended)s, parents_failed = parents_failed + %(failed)s
+WHERE run_id = %(run_id)s AND name IN ('on_success', 'on_failure', 'on_finish') AND state = 'held'
+RETURNING id, parents_left, parents_failed, name
 """
 _RUN_FINISH = """
 UPDATE cairnq_django_workflow SET status = %(status)s, finished_at_ms = %(now_ms)s
@@ -131,6 +147,18 @@ def end_held(alias: str, node_ids: Sequence[int], state: str, error: str) -> int
         return advancer.ended
 
 
+def close_batch(alias: str, run_id: str) -> None:
+    """Close a batch: its close counts its run and its callbacks down as one more end would.
+
+    Called once, by the ``Batch`` that opened it; with every member ended,
+    this releases the callbacks (``_Advancer.finish``).
+    """
+    with transaction.atomic(using=alias):
+        advancer = _Advancer(alias)
+        advancer.runs[run_id] = [1, 0]
+        advancer.finish()
+
+
 class _Advancer:
     """One transaction's advancement: ends nodes, counts their children down, releases the ready ones."""
 
@@ -185,15 +213,42 @@ class _Advancer:
                 todo.extend((found, run, child_state) for found, run in self._execute(_END_HELD, params))
 
     def finish(self) -> None:
-        """Release the nodes made ready, then count the runs down (ending those with no node left)."""
-        if self.ready:
-            release(self.alias, self.ready)
-        for run_id, (ended, failed) in self.runs.items():
-            [(left, failed_total)] = self._execute(_RUN_COUNT_DOWN, {"run_id": run_id, "ended": ended, "failed": failed})
-            if left == 0:
-                status = RunStatus.FAILED if failed_total else RunStatus.SUCCEEDED
-                self._execute(_RUN_FINISH, {"run_id": run_id, "status": status, "now_ms": self.now_ms})
-                self._execute(_RUN_FINISHED_AT, {"run_id": run_id, "now_ms": self.now_ms})
+        """Release the nodes made ready, then count the runs down (ending those with no node left).
+
+        A loop: counting a batch down may make its callbacks ready, or skip
+        them, which counts the run down once more.
+        """
+        while self.ready or self.runs:
+            if self.ready:
+                release(self.alias, self.ready)
+                self.ready = []
+            runs, self.runs = self.runs, {}
+            for run_id, (ended, failed) in runs.items():
+                params = {"run_id": run_id, "ended": ended, "failed": failed}
+                [(left, failed_total, kind)] = self._execute(_RUN_COUNT_DOWN, params)
+                if kind == BATCH_KIND:
+                    self._count_down_callbacks(params)
+                if left == 0:
+                    status = RunStatus.FAILED if failed_total else RunStatus.SUCCEEDED
+                    self._execute(_RUN_FINISH, {"run_id": run_id, "status": status, "now_ms": self.now_ms})
+                    self._execute(_RUN_FINISHED_AT, {"run_id": run_id, "now_ms": self.now_ms})
+
+    def _count_down_callbacks(self, params: dict[str, Any]) -> None:
+        """Count a batch's held callbacks down; at zero, make ready those the outcome calls for, skip the others.
+
+        Zero means every member ended and the batch closed (its close counts
+        as one end). Only held callbacks are counted: once released, their
+        own ends find none.
+        """
+        for node_id, left, failed, name in self._execute(_BATCH_COUNT_DOWN, params):
+            if left > 0:
+                continue
+            if name == ON_FINISH or (name == ON_SUCCESS) == (failed == 0):
+                self.ready.append(node_id)
+                continue
+            skip = {"node_id": node_id, "state": NodeState.SKIPPED, "now_ms": self.now_ms,
+                    "error": "skipped: every member succeeded" if failed == 0 else "skipped: a member failed"}
+            self._count_down(self._execute(_END_HELD, skip), NodeState.SKIPPED)
 
 
 def release(alias: str, node_ids: Sequence[int]) -> None:
@@ -210,7 +265,7 @@ def release(alias: str, node_ids: Sequence[int]) -> None:
             priority=node.priority,
             max_attempts=node.max_attempts,
             delay_ms=node.delay_ms,
-            metadata_json=_marked(node.metadata_json, node.run_id, node.name),
+            metadata_json=marked(node.metadata_json, node.run_id, node.name),
             correlation_id=node.run_id,
         )
         for node in nodes
@@ -222,7 +277,8 @@ def release(alias: str, node_ids: Sequence[int]) -> None:
     WorkflowNode.objects.using(alias).bulk_update(nodes, ["task_id", "state"])
 
 
-def _marked(metadata_json: str, run_id: str, node_name: str) -> str:
+def marked(metadata_json: str, run_id: str, node_name: str) -> str:
+    """The task's metadata (JSON) with the node's marker added under the app's namespace."""
     metadata = json.loads(metadata_json) if metadata_json else {}
     if not isinstance(metadata, dict):
         metadata = {}

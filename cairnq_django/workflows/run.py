@@ -156,6 +156,9 @@ def retry_workflow(run_id: str) -> int:
             raise WorkflowNotFound(run_id)
         if run.nodes_left:
             raise WorkflowError(f"workflow {run_id} is still running ({run.nodes_left} nodes left)")
+        if run.kind == advance.BATCH_KIND:
+            # Its callbacks are chosen by the members' outcomes: retry the members' tasks instead.
+            raise WorkflowError(f"{run_id} is a batch: retry its failed tasks with cairnq.retry(task_id)")
         again = list(
             WorkflowNode.objects.using(alias)
             .filter(run_id=run_id, state__in=[NodeState.FAILED, NodeState.CANCELED, NodeState.SKIPPED])
