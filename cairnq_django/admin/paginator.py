@@ -36,7 +36,7 @@ class EstimatedCountPaginator(Paginator):
         if capped <= COUNT_CAP:
             return capped
         if not queryset.query.where:
-            approx = _table_estimate(queryset.db)
+            approx = _table_estimate(queryset.db, queryset.model._meta.db_table)
             if approx is not None and approx > COUNT_CAP:
                 self.estimated = "about"
                 return approx
@@ -44,13 +44,13 @@ class EstimatedCountPaginator(Paginator):
         return COUNT_CAP
 
 
-def _table_estimate(alias: str) -> int | None:
-    """Return PostgreSQL's row estimate for the task table (None elsewhere or if never analyzed)."""
+def _table_estimate(alias: str, table: str) -> int | None:
+    """Return PostgreSQL's row estimate for the listed table (None elsewhere or if never analyzed)."""
     connection = connections[alias]
     if connection.vendor != "postgresql":
         return None
     with connection.cursor() as cursor:
-        cursor.execute(statement("postgres", "table_estimate"), {"table": Task._meta.db_table})
+        cursor.execute(statement("postgres", "table_estimate"), {"table": table})
         row = cursor.fetchone()
     if row is None or row[0] is None or row[0] < 0:
         return None

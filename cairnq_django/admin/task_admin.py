@@ -29,6 +29,7 @@ from .paginator import EstimatedCountPaginator
 from .queue_controls import run_control
 from .preview import PreviewChangeList, compact_json, preview_from_head, with_payload_head
 from .values import EMPTY, number_text, odd_progress, pretty_json, progress_fraction, storable_text, time_text
+from .workflow_admin import task_workflow_link
 from ..conf import get_config
 from ..models import LIVE_STATUSES, Task, TaskKey, TaskStatus, Worker
 from ..tasks.registry import get_task
@@ -139,6 +140,7 @@ class TaskAdmin(admin.ModelAdmin):
         "parent_link",
         "root_link",
         "correlation_id",
+        "workflow_link",
         "worker_link",
         "lease_display",
         "timeline",
@@ -149,7 +151,7 @@ class TaskAdmin(admin.ModelAdmin):
     )
     fieldsets = (
         (None, {"fields": ("id", "name", "queue", "status_badge", "attempts", "priority_display", "progress_bar")}),
-        (_("Lineage"), {"fields": ("task_key", "parent_link", "root_link", "correlation_id")}),
+        (_("Lineage"), {"fields": ("task_key", "parent_link", "root_link", "correlation_id", "workflow_link")}),
         (_("Lease"), {"fields": ("worker_link", "lease_display")}),
         (_("Timeline"), {"fields": ("timeline",)}),
         (_("Data"), {"fields": ("payload_pretty", "result_pretty", "error_pretty", "metadata_pretty")}),
@@ -398,6 +400,10 @@ class TaskAdmin(admin.ModelAdmin):
         if obj.root_id == obj.pk:
             return format_html("{} ({})", obj.root_id, _("this task"))
         return self._task_link(obj.root_id)
+
+    @admin.display(description=_("workflow"))
+    def workflow_link(self, obj: Task) -> SafeString | str:
+        return task_workflow_link(self.admin_site.name, obj)
 
     @admin.display(description=_("worker"))
     def worker_link(self, obj: Task) -> SafeString | str:
