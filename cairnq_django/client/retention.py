@@ -23,6 +23,7 @@ from ..protocol import bounds
 from ..store.base import PurgeRule as PurgeRule  # re-exported: the setting's rules
 from ..conf import get_config
 from ..protocol.validation import TERMINAL_STATUSES
+from ..workflows.retention import forget_finished_runs
 
 if TYPE_CHECKING:
     from ..store.base import Store
@@ -199,14 +200,23 @@ def sweep(
 ) -> int:
     """Apply every retention rule once, in bounded batches with rests between; return the rows deleted.
 
+    Then the finished workflow runs whose task rows are all gone are deleted
+    (``workflows/retention.py``), unless the sweep was stopped first.
+
     With ``rules`` omitted the ``CAIRNQ["RETENTION"]`` setting is read; an
     unset setting sweeps nothing and issues no statement. ``sleep`` takes the
     rests (a worker passes its stop event's ``wait``, so a stop ends one).
     """
     bounds.PURGE_LIMIT.check(limit, "limit")
     total = 0
-    for rule in configured_rules() if rules is None else rules:
+    rules = configured_rules() if rules is None else rules
+    for rule in rules:
         total += purge_rule(store, rule, limit=limit, should_stop=should_stop, rest=rest, sleep=sleep)
         if should_stop is not None and should_stop():
-            break
+            return total
+    if rules:
+        # The workflow runs whose task rows are all purged go too (docs/workflows.md, "Retention").
+        store.run_with_connection(
+            lambda: forget_finished_runs(store.alias, should_stop=should_stop, rest=rest, sleep=sleep)
+        )
     return total

@@ -50,6 +50,8 @@ RUNNING, RETURNED, ABANDONED = "running", "returned", "abandoned"
 # Taken back at shutdown while its handler still ran: its tasks were released
 # to the queue, so whatever the handler returns later is not written.
 HANDED_BACK = "handed_back"
+# At stop, how long the idle handler threads get to end (a busy one is a daemon and is not waited for).
+IDLE_THREAD_EXIT_S = 0.5
 
 
 def _load_payloads(attempts: list[Attempt]) -> None:
@@ -223,6 +225,12 @@ class Executor:
                 loop.close()
         if self.db_executor is not None:
             self.db_executor.shutdown(wait=False, cancel_futures=True)
+        # Idle threads end at once, closing their connections on the way out:
+        # waited for briefly, so a worker run in-process (tests, an embedding
+        # program) leaves no handler connection open behind it.
+        deadline = time.monotonic() + IDLE_THREAD_EXIT_S
+        for thread in list(self._threads):
+            thread.join(timeout=max(0.0, deadline - time.monotonic()))
 
     def _spawn(self) -> None:
         thread = threading.Thread(

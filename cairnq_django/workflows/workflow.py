@@ -20,6 +20,7 @@ from asgiref.sync import sync_to_async
 
 from ..client import declared
 from ..client.submit import build_spec
+from ..tasks.unknown import judge
 from ..protocol import bounds
 from .graph import NodeSpec, WorkflowError
 from .run import WorkflowRunHandle
@@ -94,8 +95,11 @@ class Workflow:
                 f"on_parent_failure must be one of {', '.join(ParentFailure.values)}, not {on_parent_failure!r}"
             )
         parents = [self._parent_name(parent, name) for parent in after]
+        task_name = task_name_of(task)
+        # The rule cairnq.submit applies to a name no app declares (UNKNOWN_TASKS, FOREIGN_TASKS).
+        judge(task_name)
         spec = build_spec(
-            task_name_of(task),
+            task_name,
             payload,
             queue=queue,
             priority=priority,

@@ -311,3 +311,15 @@ def test_async_submit_and_await(cairnq_db: Any) -> None:
     finally:
         # The thread-sensitive thread keeps its connection open: close it, or the test database cannot be dropped.
         asyncio.run(sync_to_async(connections.close_all, thread_sensitive=True)())
+
+
+def test_a_node_of_an_undeclared_name_is_judged_as_a_submit_is(cairnq_db: Any) -> None:
+    from django.test import override_settings
+
+    from cairnq_django.conf import get_config
+
+    with override_settings(CAIRNQ={**get_config(), "UNKNOWN_TASKS": "raise"}):
+        with pytest.raises(cq.UnknownTask):
+            cq.Workflow("interop").add("middle", "interop.wf.upstream")
+        with override_settings(CAIRNQ={**get_config(), "UNKNOWN_TASKS": "raise", "FOREIGN_TASKS": ["interop.*"]}):
+            cq.Workflow("interop").add("middle", "interop.wf.upstream")  # another SDK's worker serves it

@@ -17,6 +17,7 @@ from ...models import TERMINAL_STATUSES, Task
 from ...protocol import bounds
 from ...store import get_store
 from ...store.missing_schema import command_schema_required
+from ...workflows.retention import forget_finished_runs
 
 
 def _duration(text: str) -> int:
@@ -101,6 +102,10 @@ class Command(BaseCommand):
                     self.stdout.write(f"purged {count} {label} task(s) ({total} so far)")
 
             purge_rule(store, rule, limit=options["batch_size"], on_batch=report)
+        # Then the finished workflow runs none of whose task rows is left (docs/workflows.md, "Retention").
+        runs = forget_finished_runs(store.alias)
+        if runs and verbosity >= 1:
+            self.stdout.write(f"removed {runs} finished workflow run(s) whose tasks are all purged")
         self.stdout.write(self.style.SUCCESS(f"purged {total} task(s)"))
 
     def _dry_run(self, store: Any, rules: list[PurgeRule]) -> None:
