@@ -331,6 +331,7 @@ class Store(abc.ABC):
         raise NotImplementedError
 
     # ---- worker side -------------------------------------------------
+    @abc.abstractmethod
     def run_with_connection(self, fn: Callable[[], T]) -> T:
         """Run ``fn``, which uses ``connections[self.alias]``, as a call of this store.
 
@@ -338,7 +339,7 @@ class Store(abc.ABC):
         run it on that connection: the settler's write and a workflow's
         advancement share one transaction that way.
         """
-        return fn()
+        raise NotImplementedError
 
     @abc.abstractmethod
     def now_ms(self) -> int:

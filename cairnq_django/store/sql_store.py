@@ -498,6 +498,9 @@ class SQLStore(Store):
         return PurgedBatch(ids=[row["id"] for row in rows], last_completed_ms=max(completed) if completed else None)
 
     # ---- claim ---------------------------------------------------------
+    def run_with_connection(self, fn: Callable[[], T]) -> T:
+        return fn()
+
     def now_ms(self) -> int:
         return int(self._rows("now_ms", {})[0]["now_ms"])
 

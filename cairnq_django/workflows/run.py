@@ -73,11 +73,7 @@ class WorkflowRunHandle:
 
     def results(self) -> dict[str, Any]:
         """What each node that succeeded returned, by node name (a node that has not is left out)."""
-        done = dict(
-            WorkflowNode.objects.using(self._alias)
-            .filter(run_id=self.id, state=NodeState.SUCCEEDED)
-            .values_list("task_id", "name")
-        )
+        done = _succeeded_tasks(self._alias, WorkflowNode.objects.filter(run_id=self.id))
         return {done[task_id]: result for task_id, result in _results_of(self._alias, list(done))}
 
     def wait(self, timeout: float | None = 30.0) -> WorkflowRunHandle:
@@ -134,7 +130,7 @@ def cancel_workflow(run_id: str) -> int:
             raise WorkflowNotFound(run_id)
         nodes = WorkflowNode.objects.using(alias).filter(run_id=run_id)
         held = list(nodes.filter(state=NodeState.HELD).values_list("id", flat=True))
-        live = list(nodes.filter(state=NodeState.RELEASED).values_list("task_id", flat=True))
+        live = [task_id for task_id in nodes.filter(state=NodeState.RELEASED).values_list("task_id", flat=True) if task_id]
         if live:
             store.cancel_many(live)
         if held:
@@ -196,12 +192,14 @@ def parent_results(task_id: str) -> dict[str, Any]:
     if node is None:
         return {}
     parent_ids = WorkflowEdge.objects.using(alias).filter(child_id=node).values_list("parent_id", flat=True)
-    done = dict(
-        WorkflowNode.objects.using(alias)
-        .filter(id__in=list(parent_ids), state=NodeState.SUCCEEDED)
-        .values_list("task_id", "name")
-    )
+    done = _succeeded_tasks(alias, WorkflowNode.objects.filter(id__in=list(parent_ids)))
     return {done[found]: result for found, result in _results_of(alias, list(done))}
+
+
+def _succeeded_tasks(alias: str, nodes: Any) -> dict[str, str]:
+    """Task id -> node name of the succeeded nodes among ``nodes`` (a queryset)."""
+    found = nodes.using(alias).filter(state=NodeState.SUCCEEDED).values_list("task_id", "name")
+    return {task_id: name for task_id, name in found if task_id}
 
 
 def _results_of(alias: str, task_ids: list[str]) -> list[tuple[str, Any]]:
