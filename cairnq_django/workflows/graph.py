@@ -16,7 +16,7 @@ from .models import ParentFailure
 
 # Nodes one workflow may hold: its submit is one transaction, and the admin
 # draws the whole graph on one page.
-MAX_NODES = 10_000
+MAX_NODES = 20_000
 # Parents one node may name (a chord's callback has one per header task).
 MAX_PARENTS = MAX_NODES
 

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from django.db import connections, transaction
 
 # Runs one page reads. The deletes take their nodes and edges too (a run may
-# have up to 10,000 nodes), so a page stays small to keep each transaction short.
+# have up to 20,000 nodes), so a page stays small to keep each transaction short.
 DEFAULT_PAGE = 200
 
 # The page's runs that have ended and of whose nodes none still has a task
