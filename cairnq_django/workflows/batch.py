@@ -133,7 +133,7 @@ class Batch:
                 nodes_total=callbacks, nodes_left=callbacks + 1, created_at_ms=now_ms,
             )
             WorkflowNode.objects.using(alias).bulk_create(
-                [_node(run.id, node, spec, NodeState.HELD, parents_left=1) for node, spec in self._callbacks.items()]
+                [WorkflowNode.of_spec(run.id, node, spec, parents_left=1) for node, spec in self._callbacks.items()]
             )
         self.run = WorkflowRunHandle(run.id)
 
@@ -181,7 +181,7 @@ class Batch:
         with transaction.atomic(using=alias):
             rows = [store.submit(marked[0])] if len(marked) == 1 else store.submit_many(marked)
             joined = [
-                _node(run_id, name, spec, NodeState.RELEASED, parents_left=0, task_id=row.id)
+                WorkflowNode.of_spec(run_id, name, spec, parents_left=0, state=NodeState.RELEASED, task_id=row.id)
                 for name, spec, row in zip(names, marked, rows)
                 if getattr(row, "cairnq_inserted", True)
             ]
@@ -192,25 +192,6 @@ class Batch:
                     cursor.execute(_JOIN_RUN, params)
                     cursor.execute(_JOIN_CALLBACKS, params)
         return rows
-
-
-def _node(
-    run_id: str, name: str, spec: SubmitSpec, state: str, *, parents_left: int, task_id: str | None = None
-) -> WorkflowNode:
-    return WorkflowNode(
-        run_id=run_id,
-        name=name,
-        task_name=spec.name,
-        payload_json=spec.payload_json,
-        queue=spec.queue,
-        priority=spec.priority,
-        max_attempts=spec.max_attempts,
-        delay_ms=spec.delay_ms,
-        metadata_json=spec.metadata_json,
-        parents_left=parents_left,
-        state=state,
-        task_id=task_id,
-    )
 
 
 __all__ = ["Batch"]

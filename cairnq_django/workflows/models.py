@@ -9,9 +9,13 @@ have ended (docs/workflows.md). Registered with the app through
 from __future__ import annotations
 
 import datetime as dt
+from typing import TYPE_CHECKING
 
 from django.db import models
 from django.utils.translation import gettext_lazy as _
+
+if TYPE_CHECKING:
+    from ..store.base import SubmitSpec
 
 
 def ms_to_datetime(value: int | None) -> dt.datetime | None:
@@ -124,6 +128,35 @@ class WorkflowNode(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    @classmethod
+    def of_spec(
+        cls,
+        run_id: str,
+        name: str,
+        spec: SubmitSpec,
+        *,
+        parents_left: int,
+        state: str = NodeState.HELD,
+        on_parent_failure: str = ParentFailure.CANCEL,
+        task_id: str | None = None,
+    ) -> WorkflowNode:
+        """A node row (unsaved) holding ``spec``'s checked and encoded submit arguments."""
+        return cls(
+            run_id=run_id,
+            name=name,
+            task_name=spec.name,
+            payload_json=spec.payload_json,
+            queue=spec.queue,
+            priority=spec.priority,
+            max_attempts=spec.max_attempts,
+            delay_ms=spec.delay_ms,
+            metadata_json=spec.metadata_json,
+            on_parent_failure=on_parent_failure,
+            parents_left=parents_left,
+            state=state,
+            task_id=task_id,
+        )
 
 
 class WorkflowEdge(models.Model):

@@ -59,18 +59,8 @@ def _write(workflow: Workflow, order: list, alias: str, now_ms: int) -> Workflow
     )
     nodes = WorkflowNode.objects.using(alias).bulk_create(
         [
-            WorkflowNode(
-                run=run,
-                name=node.name,
-                task_name=node.spec.name,
-                payload_json=node.spec.payload_json,
-                queue=node.spec.queue,
-                priority=node.spec.priority,
-                max_attempts=node.spec.max_attempts,
-                delay_ms=node.spec.delay_ms,
-                metadata_json=node.spec.metadata_json,
-                on_parent_failure=node.on_parent_failure,
-                parents_left=len(node.parents),
+            WorkflowNode.of_spec(
+                run.id, node.name, node.spec, parents_left=len(node.parents), on_parent_failure=node.on_parent_failure
             )
             for node in order
         ]
