@@ -39,7 +39,12 @@ def statement(dialect: str, name: str) -> str:
     a statement past the size psycopg caches its parse of. The first line
     stays: it names the statement in ``pg_stat_activity`` and Django's query log.
     """
-    first, *rest = load(dialect, name).splitlines()
+    return sendable(load(dialect, name))
+
+
+def sendable(text: str) -> str:
+    """``text`` with only its first comment line (it names the statement) and no blank lines."""
+    first, *rest = text.splitlines()
     code = [line for line in rest if line.strip() and not line.lstrip().startswith("--")]
     return "\n".join([first, *code]) + "\n"
 

@@ -7,10 +7,12 @@ purge ended. Both go through ``tasks_ended``, whose first statement moves
 the node out of ``released`` only if it is still there: whichever comes
 second finds nothing to do, so children are counted down once.
 
-Fan-in counts down: a parent's end is one ``UPDATE ... parents_left - 1``
-over its children, whatever their number of parents (docs/workflows.md).
-A batch's callbacks have no edges: its members' ends count them down per
-run, in ``finish`` (``batch.py``).
+Fan-in counts down: the ends of a settlement are one ``UPDATE ...
+parents_left - n`` over their children, whatever the number of parents
+(docs/workflows.md). Each step of an advance is one statement for all the
+nodes it moves (``sql/<dialect>/``, ``statements.py``). A batch's callbacks
+have no edges: its members' ends count them down per run
+(``_Advancer._count_runs_down``, ``batch.py``).
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ from django.db import connections, transaction
 from ..protocol.limits import METADATA_NAMESPACE
 from ..store import get_store
 from ..store.base import SubmitSpec
-from .models import NodeState, ParentFailure, RunStatus, WorkflowNode
+from . import statements
+from .models import NodeState, ParentFailure, WorkflowNode
 
 logger = logging.getLogger("cairnq_django.workflows")
 
@@ -36,50 +39,14 @@ ROW_GONE = "the task's row was removed before its end was seen"
 
 _TERMINAL = {"succeeded": NodeState.SUCCEEDED, "failed": NodeState.FAILED, "canceled": NodeState.CANCELED}
 _FAILED_STATES = (NodeState.FAILED, NodeState.CANCELED)
+_SKIPPED_BY_PARENT = "skipped: a parent failed or was canceled"
+_CANCELED_BY_PARENT = "canceled: a parent failed or was canceled"
 
 # A batch (``batch.py``) is a run of this kind; its callbacks are its held nodes of these names.
 BATCH_KIND = "batch"
 ON_SUCCESS, ON_FAILURE, ON_FINISH = "on_success", "on_failure", "on_finish"
 BATCH_CALLBACKS = (ON_SUCCESS, ON_FAILURE, ON_FINISH)
 
-_END_RELEASED = """
-UPDATE cairnq_django_workflow_node SET state = %(state)s, error = %(error)s, ended_at_ms = %(now_ms)s
-WHERE task_id = %(task_id)s AND state = 'released'
-RETURNING id, run_id
-"""
-_END_HELD = """
-UPDATE cairnq_django_workflow_node SET state = %(state)s, error = %(error)s, ended_at_ms = %(now_ms)s
-WHERE id = %(node_id)s AND state = 'held'
-RETURNING id, run_id
-"""
-# One statement per ended parent, however many children it has.
-_COUNT_DOWN = """
-UPDATE cairnq_django_workflow_node
-SET parents_left = parents_left - 1, parents_failed = parents_failed + %(failed)s
-WHERE id IN (SELECT child_id FROM cairnq_django_workflow_edge WHERE parent_id = %(node_id)s) AND state = 'held'
-RETURNING id, parents_left, parents_failed, on_parent_failure
-"""
-_RUN_COUNT_DOWN = """
-UPDATE cairnq_django_workflow SET nodes_left = nodes_left - %(ended)s, nodes_failed = nodes_failed + %(failed)s
-WHERE id = %(run_id)s
-RETURNING nodes_left, nodes_failed, kind
-"""
-# A batch's callbacks wait for every member and for the batch to close: each
-# such end (``ended`` of them) counts them down at once, by the run's unique
-# (run, name) index, however many members the batch has.
-_BATCH_COUNT_DOWN = """
-UPDATE cairnq_django_workflow_node
-SET parents_left = parents_left - %(ended)s, parents_failed = parents_failed + %(failed)s
-WHERE run_id = %(run_id)s AND name IN ('on_success', 'on_failure', 'on_finish') AND state = 'held'
-RETURNING id, parents_left, parents_failed, name
-"""
-_RUN_FINISH = """
-UPDATE cairnq_django_workflow SET status = %(status)s, finished_at_ms = %(now_ms)s
-WHERE id = %(run_id)s AND status = 'running'
-"""
-_RUN_FINISHED_AT = """
-UPDATE cairnq_django_workflow SET finished_at_ms = %(now_ms)s WHERE id = %(run_id)s AND finished_at_ms IS NULL
-"""
 _ANY_RELEASED = "SELECT 1 FROM cairnq_django_workflow_node WHERE state = 'released' LIMIT 1"
 # Released nodes whose task row ended or is gone: what the events missed.
 _STALLED = """
@@ -109,17 +76,18 @@ def tasks_ended(alias: str, ended: Iterable[tuple[str, str]]) -> int:
     else in one of its own. Tasks of no workflow, or already advanced, are
     passed over.
     """
-    pairs = [(task_id, status) for task_id, status in ended if status in _TERMINAL or status == "gone"]
-    if not pairs:
+    rows = [
+        {"task_id": task_id, "state": NodeState.FAILED, "error": ROW_GONE}
+        if status == "gone"
+        else {"task_id": task_id, "state": _TERMINAL[status], "error": ""}
+        for task_id, status in ended
+        if status in _TERMINAL or status == "gone"
+    ]
+    if not rows:
         return 0
     with transaction.atomic(using=alias):
         advancer = _Advancer(alias)
-        for task_id, status in pairs:
-            if status == "gone":
-                advancer.end_released(task_id, NodeState.FAILED, ROW_GONE)
-            else:
-                advancer.end_released(task_id, _TERMINAL[status], "")
-        advancer.finish()
+        advancer.advance(statements.execute(alias, "end_released", rows))
         return advancer.ended
 
 
@@ -132,9 +100,14 @@ def sweep(alias: str, limit: int = 1_000) -> int:
             return 0
         cursor.execute(_STALLED, {"limit": limit})
         found = [(task_id, status or "gone") for task_id, status in cursor.fetchall()]
+    if not found:
+        return 0
+    try:
+        return tasks_ended(alias, found)
+    except Exception:  # noqa: BLE001 - one bad row must not hold the others back: one transaction each
+        logger.warning("advancing %d stalled workflow nodes together failed; advancing one by one", len(found))
     done = 0
     for task_id, status in found:
-        # One transaction a node: one that fails (a bad row) leaves the others advanced.
         try:
             done += tasks_ended(alias, [(task_id, status)])
         except Exception:  # noqa: BLE001 - logged; the next pass tries again
@@ -144,11 +117,13 @@ def sweep(alias: str, limit: int = 1_000) -> int:
 
 def end_held(alias: str, node_ids: Sequence[int], state: str, error: str) -> int:
     """End held nodes (a canceled run's): their children count down as after a failure."""
+    if not node_ids:
+        return 0
     with transaction.atomic(using=alias):
         advancer = _Advancer(alias)
-        for node_id in node_ids:
-            advancer.end_held(node_id, state, error)
-        advancer.finish()
+        advancer.advance(
+            statements.execute(alias, "end_held", [{"id": node_id, "state": state, "error": error} for node_id in node_ids])
+        )
         return advancer.ended
 
 
@@ -156,104 +131,93 @@ def close_batch(alias: str, run_id: str) -> None:
     """Close a batch: its close counts its run and its callbacks down as one more end would.
 
     Called once, by the ``Batch`` that opened it; with every member ended,
-    this releases the callbacks (``_Advancer.finish``).
+    this releases the callbacks (``_Advancer.advance``).
     """
     with transaction.atomic(using=alias):
         advancer = _Advancer(alias)
         advancer.runs[run_id] = [1, 0]
-        advancer.finish()
+        advancer.advance([])
 
 
 class _Advancer:
-    """One transaction's advancement: ends nodes, counts their children down, releases the ready ones."""
+    """One transaction's advancement, a step at a time, each step one statement for all its nodes.
+
+    The steps: count down the children of the nodes just ended; end those a
+    failed parent cancels or skips (which ends more: the loop goes on);
+    release the ready ones; count the runs down (and a batch's callbacks,
+    which may skip some: more ends). A settlement of any number of nodes
+    costs the same handful of statements; a failure early in a long chain
+    costs one round of them per generation it cancels.
+    """
 
     def __init__(self, alias: str) -> None:
         self.alias = alias
-        self.store = get_store()
-        self.now_ms = self.store.now_ms()
-        # Per run: [nodes ended, of which failed].
+        # Per run: [nodes ended, of which failed], not yet counted into the run's row.
         self.runs: dict[str, list[int]] = {}
         self.ready: list[int] = []
         self.ended = 0
 
-    def _execute(self, sql: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
-        with connections[self.alias].cursor() as cursor:
-            cursor.execute(sql, params)
-            return cursor.fetchall() if cursor.description else []
-
-    def end_released(self, task_id: str, state: str, error: str) -> None:
-        params = {"task_id": task_id, "state": state, "error": error, "now_ms": self.now_ms}
-        self._count_down(self._execute(_END_RELEASED, params), state)
-
-    def end_held(self, node_id: int, state: str, error: str) -> None:
-        params = {"node_id": node_id, "state": state, "error": error, "now_ms": self.now_ms}
-        self._count_down(self._execute(_END_HELD, params), state)
-
-    def _count_down(self, ended: list[tuple[Any, ...]], state: str) -> None:
-        """Count down the children of the nodes just ended, and of those their end ends in turn.
-
-        A loop, not recursion: a failure early in a long chain cancels every node after it.
-        """
-        todo = [(node_id, run_id, state) for node_id, run_id in ended]
-        while todo:
-            node_id, run_id, state = todo.pop()
-            self.ended += 1
-            counts = self.runs.setdefault(run_id, [0, 0])
-            counts[0] += 1
-            failed = state in _FAILED_STATES
-            counts[1] += failed
-            for child_id, parents_left, parents_failed, policy in self._execute(
-                _COUNT_DOWN, {"node_id": node_id, "failed": 1 if failed else 0}
-            ):
-                if parents_left > 0:
-                    continue
-                if parents_failed == 0 or policy == ParentFailure.RUN:
-                    self.ready.append(child_id)
-                    continue
-                if policy == ParentFailure.SKIP:
-                    child_state, error = NodeState.SKIPPED, "skipped: a parent failed or was canceled"
-                else:
-                    child_state, error = NodeState.CANCELED, "canceled: a parent failed or was canceled"
-                params = {"node_id": child_id, "state": child_state, "error": error, "now_ms": self.now_ms}
-                todo.extend((found, run, child_state) for found, run in self._execute(_END_HELD, params))
-
-    def finish(self) -> None:
-        """Release the nodes made ready, then count the runs down (ending those with no node left).
-
-        A loop: counting a batch down may make its callbacks ready, or skip
-        them, which counts the run down once more.
-        """
-        while self.ready or self.runs:
+    def advance(self, ended: list[tuple[Any, ...]]) -> None:
+        """Carry the ends in ``ended`` ((node id, run id, state) rows) through, until nothing moves."""
+        while ended or self.ready or self.runs:
+            if ended:
+                self._tally(ended)
+                ended = self._count_children_down(ended)
+                continue
             if self.ready:
                 release(self.alias, self.ready)
                 self.ready = []
-            runs, self.runs = self.runs, {}
-            for run_id, (ended, failed) in runs.items():
-                params = {"run_id": run_id, "ended": ended, "failed": failed}
-                [(left, failed_total, kind)] = self._execute(_RUN_COUNT_DOWN, params)
-                if kind == BATCH_KIND:
-                    self._count_down_callbacks(params)
-                if left == 0:
-                    status = RunStatus.FAILED if failed_total else RunStatus.SUCCEEDED
-                    self._execute(_RUN_FINISH, {"run_id": run_id, "status": status, "now_ms": self.now_ms})
-                    self._execute(_RUN_FINISHED_AT, {"run_id": run_id, "now_ms": self.now_ms})
+            if self.runs:
+                ended = self._count_runs_down()
 
-    def _count_down_callbacks(self, params: dict[str, Any]) -> None:
-        """Count a batch's held callbacks down; at zero, make ready those the outcome calls for, skip the others.
+    def _tally(self, ended: list[tuple[Any, ...]]) -> None:
+        for _node_id, run_id, state in ended:
+            self.ended += 1
+            counts = self.runs.setdefault(run_id, [0, 0])
+            counts[0] += 1
+            counts[1] += state in _FAILED_STATES
 
-        Zero means every member ended and the batch closed (its close counts
-        as one end). Only held callbacks are counted: once released, their
-        own ends find none.
+    def _count_children_down(self, ended: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+        """Count down the children of ``ended``; note the ready ones; end the ones a failure cancels or skips."""
+        parents = [{"id": node_id, "failed": int(state in _FAILED_STATES)} for node_id, _run, state in ended]
+        closed = []
+        for child_id, parents_left, parents_failed, policy in statements.execute(self.alias, "count_down", parents):
+            if parents_left > 0:
+                continue
+            if parents_failed == 0 or policy == ParentFailure.RUN:
+                self.ready.append(child_id)
+            elif policy == ParentFailure.SKIP:
+                closed.append({"id": child_id, "state": NodeState.SKIPPED, "error": _SKIPPED_BY_PARENT})
+            else:
+                closed.append({"id": child_id, "state": NodeState.CANCELED, "error": _CANCELED_BY_PARENT})
+        return statements.execute(self.alias, "end_held", closed) if closed else []
+
+    def _count_runs_down(self) -> list[tuple[Any, ...]]:
+        """Count the runs down (finishing those with no node left) and the batches' callbacks; the callbacks skipped.
+
+        A batch's callbacks reach zero when every member ended and the batch
+        closed (its close counts as one end). Only held callbacks are
+        counted: once released, their own ends find none.
         """
-        for node_id, left, failed, name in self._execute(_BATCH_COUNT_DOWN, params):
+        counts = [{"run_id": run_id, "ended": ended, "failed": failed} for run_id, (ended, failed) in self.runs.items()]
+        self.runs = {}
+        finished = statements.execute(self.alias, "count_runs_down", counts, key="runs")
+        batches = {run_id for run_id, _left, _failed, kind in finished if kind == BATCH_KIND}
+        if not batches:
+            return []
+        callbacks = statements.execute(
+            self.alias, "count_callbacks_down", [row for row in counts if row["run_id"] in batches], key="runs"
+        )
+        skipped = []
+        for node_id, left, failed, name in callbacks:
             if left > 0:
                 continue
             if name == ON_FINISH or (name == ON_SUCCESS) == (failed == 0):
                 self.ready.append(node_id)
-                continue
-            skip = {"node_id": node_id, "state": NodeState.SKIPPED, "now_ms": self.now_ms,
-                    "error": "skipped: every member succeeded" if failed == 0 else "skipped: a member failed"}
-            self._count_down(self._execute(_END_HELD, skip), NodeState.SKIPPED)
+            else:
+                error = "skipped: every member succeeded" if failed == 0 else "skipped: a member failed"
+                skipped.append({"id": node_id, "state": NodeState.SKIPPED, "error": error})
+        return statements.execute(self.alias, "end_held", skipped) if skipped else []
 
 
 def release(alias: str, node_ids: Sequence[int]) -> None:

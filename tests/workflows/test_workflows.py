@@ -224,6 +224,51 @@ def test_fan_in_costs_the_same_statements_per_parent_whatever_the_width(cairnq_d
     assert counts[0] == counts[1], counts
 
 
+def test_a_settlement_of_many_nodes_costs_the_same_statements_as_one(cairnq_db: Any) -> None:
+    """Each step of an advance is one statement for all its nodes: ending 1, 5 or 50 group members together
+    (and releasing the callbacks that waits on them) costs the same, so a drain of nodes settles as plain tasks do."""
+    counts = []
+    alias = get_store().alias
+    store = get_store()
+    for width in (1, 5, 50):
+        run = cq.chord([cq.signature(STEP) for _ in range(width)], cq.signature(STEP)).submit()
+        claimed = store.claim(["default"], "worker_upstream", lease_ms=30_000, limit=width)
+        assert len(claimed) == width
+        for task in claimed:
+            store.complete(task.id, "worker_upstream", None)
+        with CaptureQueriesContext(connection) as queries:
+            assert advance.tasks_ended(alias, [(task.id, "succeeded") for task in claimed]) == width
+        counts.append(len(queries))
+        assert states(run)[f"{STEP}-{width + 1}"] == "released"  # the callback, once
+        assert run.row().nodes_left == 1
+        WorkflowRun.objects.filter(id=run.id).delete()
+        Task.objects.all().delete()
+    assert counts[0] == counts[1] == counts[2], counts
+
+
+def test_a_failure_cancels_the_rest_of_a_long_chain_in_one_transaction(cairnq_db: Any) -> None:
+    run = cq.chain(*[cq.signature(STEP) for _ in range(30)]).submit()
+    store = get_store()
+    [first] = store.claim(["default"], "worker_upstream", lease_ms=30_000)
+    error = {"type": "ValueError", "code": "handler_error", "message": "no", "retryable": False, "details": {}}
+    store.fail(first.id, "worker_upstream", error, retryable=False)
+    assert advance.tasks_ended(store.alias, [(first.id, "failed")]) == 30
+    assert list(states(run).values()).count("canceled") == 29
+    assert run.done and run.status == "failed" and run.row().nodes_left == 0
+    assert len(task_rows(run)) == 1  # nothing after the failure was released
+
+
+def test_the_sweep_advances_many_stalled_nodes_together(cairnq_db: Any) -> None:
+    run = cq.group([cq.signature(STEP) for _ in range(20)]).submit()
+    store = get_store()
+    for task in store.claim(["default"], "worker_upstream", lease_ms=30_000, limit=20):
+        store.complete(task.id, "worker_upstream", None)
+    with CaptureQueriesContext(connection) as queries:
+        assert advance.sweep(store.alias) == 20
+    assert len(queries) < 15, [query["sql"][:80] for query in queries.captured_queries]
+    assert run.done and run.status == "succeeded"
+
+
 def test_the_edges_and_nodes_of_a_run_are_its_own(cairnq_db: Any) -> None:
     one = cq.chain(cq.signature(STEP), cq.signature(STEP)).submit()
     two = cq.chain(cq.signature(STEP, queue="elsewhere"), cq.signature(STEP, queue="elsewhere")).submit()
