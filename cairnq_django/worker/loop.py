@@ -601,6 +601,9 @@ class Worker(AttemptOwner):
         max_tasks = self.options.max_tasks
         # Woken claims in a row that found nothing (see HERD_HOLD_OFF_S).
         empty_wakes = 0
+        # Whether the last claim drew rows: a notification that came during it
+        # may be for what it drew, so the next claim finding nothing is no lost race.
+        drew_last = False
         while not self._stop_requested:
             # The worker's close_old_connections(): replace a connection an
             # error left unusable, but keep a healthy one across polls.
@@ -628,10 +631,14 @@ class Worker(AttemptOwner):
                     return
                 self.waker.wait(poll_s)
                 continue
-            # A wake-up from LISTEN (work arrived in our queues) or a freed
-            # slot: worth drawing at once, without asking the probe first.
-            hinted = self.store.dialect == "postgres" and self.waker.event.is_set()
+            # A wake-up from LISTEN (work arrived in our queues) is worth
+            # drawing at once, without asking the probe first. A freed slot is
+            # only when the last draw came back full (the planner knows): else
+            # one probe answers for every source, and a worker serving many
+            # names does not draw each of them while its settler commits the
+            # very task (a workflow's next step) it will be woken for.
             notified = self.waker.notified
+            hinted = self.store.dialect == "postgres" and notified
             self.waker.arm()
             seen_releases = self.budgets.releases
             # Burst ends only after an empty claim that started with nothing in
@@ -672,8 +679,10 @@ class Worker(AttemptOwner):
                 logger.info("database reachable again; claiming")
             if drawn:
                 empty_wakes = 0
+                drew_last = True
                 self._dispatch(drawn)
                 continue
+            stale_notification, drew_last = drew_last, False
             if self.options.burst and self.budgets.calls == 0:
                 if quiet:
                     return
@@ -685,11 +694,13 @@ class Worker(AttemptOwner):
             # hold-off below, a retry coming due meanwhile would no longer
             # count as "next" (it is due) and the wait would last the poll.
             idle_s = self.planner.idle_timeout(poll_s)
-            if notified:
+            if notified and not stale_notification:
                 # Notified, but another worker took the task (every listener
                 # is woken by each submit): wake-ups for a while then make one
                 # claim, not one each, which bounds a fleet's empty claims. A
-                # freed slot that finds nothing holds nothing off: no herd.
+                # freed slot that finds nothing holds nothing off: no herd. Nor
+                # does the first empty claim after one that drew rows: a workflow's
+                # next step, released by this worker's own settlement, comes next.
                 empty_wakes += 1
                 held_from = time.monotonic()
                 self.waker.hold_off(herd_hold_s(empty_wakes, poll_s, idle_s, random.uniform(0.5, 1.5)))
