@@ -404,29 +404,31 @@ class Command(BaseCommand):
             worker = Worker(worker_options, definitions=definitions)
         except ImproperlyConfigured as exc:
             raise CommandError(str(exc)) from exc
-        self.stdout.write(worker.banner())
-        if not worker.definitions:
-            logging.getLogger("cairnq_django.worker").warning(
-                'no task handler registered: this worker claims nothing and runs housekeeping only '
-                '(CAIRNQ["FOREIGN_TASKS"] says other SDKs\' workers run the tasks)'
-            )
-        endpoint = None
-        if endpoint_class is not None:
-            host, port = metrics_host, options["metrics_port"]
+        # The handlers go in before the banner: a supervisor that signals once it has
+        # read the banner gets a clean drain and exit 0, never the default -15.
+        with two_phase_signals(worker):
+            self.stdout.write(worker.banner())
+            if not worker.definitions:
+                logging.getLogger("cairnq_django.worker").warning(
+                    'no task handler registered: this worker claims nothing and runs housekeeping only '
+                    '(CAIRNQ["FOREIGN_TASKS"] says other SDKs\' workers run the tasks)'
+                )
+            endpoint = None
+            if endpoint_class is not None:
+                host, port = metrics_host, options["metrics_port"]
+                try:
+                    endpoint = endpoint_class(worker, host, port)
+                except OSError as exc:
+                    raise CommandError(
+                        f"--metrics-port {port}: cannot listen on {host}:{port}: {exc.strerror or exc}"
+                    ) from exc
+                self.stdout.write(f"  metrics: {endpoint.url}")
+            self.stdout.flush()
             try:
-                endpoint = endpoint_class(worker, host, port)
-            except OSError as exc:
-                raise CommandError(
-                    f"--metrics-port {port}: cannot listen on {host}:{port}: {exc.strerror or exc}"
-                ) from exc
-            self.stdout.write(f"  metrics: {endpoint.url}")
-        self.stdout.flush()
-        try:
-            with two_phase_signals(worker):
                 code = worker.run()
-        finally:
-            if endpoint is not None:
-                endpoint.stop()
+            finally:
+                if endpoint is not None:
+                    endpoint.stop()
         if code:
             raise CommandError(
                 "worker stopped to be restarted (see the log)", returncode=code
