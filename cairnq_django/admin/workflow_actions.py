@@ -8,7 +8,7 @@ at a time: each is its own transaction over that run's nodes. Both need
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -42,16 +42,14 @@ class WorkflowOutcome:
 def cancel_workflows(
     model_admin: WorkflowRunAdmin, request: HttpRequest, queryset: QuerySet[WorkflowRun]
 ) -> None:
-    outcome = cancel_runs(model_admin, request, queryset.order_by("pk"))
-    _report(request, outcome, cancel_message(outcome))
+    _change_and_report(model_admin, request, queryset.order_by("pk"), cancel_runs, cancel_message)
 
 
 @admin.action(permissions=["change_workflow_state"], description=gettext_lazy("Retry selected workflows"))
 def retry_workflows(
     model_admin: WorkflowRunAdmin, request: HttpRequest, queryset: QuerySet[WorkflowRun]
 ) -> None:
-    outcome = retry_runs(model_admin, request, queryset.order_by("pk"))
-    _report(request, outcome, retry_message(outcome))
+    _change_and_report(model_admin, request, queryset.order_by("pk"), retry_runs, retry_message)
 
 
 def cancel_runs(model_admin: WorkflowRunAdmin, request: HttpRequest, runs: Iterable[WorkflowRun]) -> WorkflowOutcome:
@@ -113,8 +111,19 @@ def retry_message(outcome: WorkflowOutcome) -> str:
     return text
 
 
-def _report(request: HttpRequest, outcome: WorkflowOutcome, text: str) -> None:
-    messages.add_message(request, messages.SUCCESS if outcome.changed else messages.WARNING, text)
+# cancel_runs or retry_runs, and the message that tells its outcome.
+ChangeRuns = Callable[["WorkflowRunAdmin", HttpRequest, Iterable[WorkflowRun]], WorkflowOutcome]
+Describe = Callable[[WorkflowOutcome], str]
+
+
+def _change_and_report(
+    model_admin: WorkflowRunAdmin, request: HttpRequest, runs: Iterable[WorkflowRun], change: ChangeRuns,
+    describe: Describe,
+) -> None:
+    """Change ``runs`` and say what happened: a success message if one changed, else a warning."""
+    outcome = change(model_admin, request, runs)
+    level = messages.SUCCESS if outcome.changed else messages.WARNING
+    messages.add_message(request, level, describe(outcome))
 
 
 def _button_run(model_admin: WorkflowRunAdmin, request: HttpRequest, object_id: str) -> WorkflowRun:
@@ -137,19 +146,21 @@ def _back_to_run(model_admin: WorkflowRunAdmin, object_id: str) -> HttpResponseR
     return HttpResponseRedirect(reverse(f"{model_admin.admin_site.name}:cairnq_workflowrun_change", args=[object_id]))
 
 
-def cancel_one(model_admin: WorkflowRunAdmin, request: HttpRequest, object_id: str) -> HttpResponse:
-    """The detail page's Cancel button (POST only)."""
+def _button(
+    model_admin: WorkflowRunAdmin, request: HttpRequest, object_id: str, change: ChangeRuns, describe: Describe
+) -> HttpResponse:
+    """A detail page's button (POST only): change its one run, say what happened, go back to the run's page."""
     if request.method != "POST":
         return HttpResponseNotAllowed(["POST"])
-    outcome = cancel_runs(model_admin, request, [_button_run(model_admin, request, object_id)])
-    _report(request, outcome, cancel_message(outcome))
+    _change_and_report(model_admin, request, [_button_run(model_admin, request, object_id)], change, describe)
     return _back_to_run(model_admin, object_id)
+
+
+def cancel_one(model_admin: WorkflowRunAdmin, request: HttpRequest, object_id: str) -> HttpResponse:
+    """The detail page's Cancel button."""
+    return _button(model_admin, request, object_id, cancel_runs, cancel_message)
 
 
 def retry_one(model_admin: WorkflowRunAdmin, request: HttpRequest, object_id: str) -> HttpResponse:
-    """The detail page's Retry button (POST only)."""
-    if request.method != "POST":
-        return HttpResponseNotAllowed(["POST"])
-    outcome = retry_runs(model_admin, request, [_button_run(model_admin, request, object_id)])
-    _report(request, outcome, retry_message(outcome))
-    return _back_to_run(model_admin, object_id)
+    """The detail page's Retry button."""
+    return _button(model_admin, request, object_id, retry_runs, retry_message)

@@ -5,7 +5,10 @@ change or delete; cancel and retry (``workflow_actions``) need the
 ``change_workflow_state`` permission. The list's filters are fixed lists or
 typed exact values and its count is capped, as the task list's are. A run's
 page reads its nodes and edges in two queries and draws them
-(``workflow_svg``), each box a link to its node's task.
+(``workflow_svg``), each box a link to its node's task. While a run has
+nodes left, its page's "N of M ended" refreshes itself: the dashboard's
+script (``static/cairnq/dashboard.js``) fetches ``progress_view``, one
+primary-key read, every ``REFRESH_MS``, and stops once the run has ended.
 """
 
 from __future__ import annotations
@@ -14,8 +17,9 @@ from typing import Any, ClassVar
 from urllib.parse import quote
 
 from django.contrib import admin
+from django.core.exceptions import PermissionDenied
 from django.db.models import Q, QuerySet
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
@@ -37,6 +41,10 @@ from ..workflows.models import RunStatus, WorkflowEdge, WorkflowNode, WorkflowRu
 KINDS = ("workflow", "chain", "group", "chord", "batch")
 # What reverse() leaves unquoted in a path argument (django.urls.resolvers).
 URL_SAFE = "/~:@!$&'()*+,;="
+# How often a running run's page fetches its "N of M ended" again (static/cairnq/dashboard.js).
+REFRESH_MS = 2_000
+# The header value that script checks, so it never swaps in another page (a login page after the session ended).
+FRAGMENT = "workflow-progress"
 
 
 class KindFilter(admin.SimpleListFilter):
@@ -64,6 +72,41 @@ def run_status_badge(status: str) -> SafeString:
     return format_html('<span class="cairnq-badge cairnq-badge--{}">{}</span>', status, label)
 
 
+def ended_text(run: WorkflowRun) -> str:
+    """The run's "N of M ended", from its own counters: no node is read.
+
+    An open batch counts its close as one more node left (docs/workflows.md,
+    "Batches"), so until its block exits the figure is one behind; an open
+    batch with nothing ended yet would read -1 and shows 0.
+    """
+    ended = max(0, run.nodes_total - run.nodes_left)
+    return str(_("%(ended)d of %(total)d ended") % {"ended": ended, "total": run.nodes_total})
+
+
+def run_is_live(run: WorkflowRun) -> bool:
+    """Its count can still move: running, or canceled with released tasks not ended yet."""
+    return run.status == RunStatus.RUNNING or run.nodes_left > 0
+
+
+def progress_fragment(run: WorkflowRun, page_url: str) -> SafeString:
+    """The live region's content: the count; once the run has ended, its status and the mark that stops refreshing.
+
+    Only the count refreshes: the graph, the status field and the buttons
+    are as the page was drawn, so the region says so and, at the end, links
+    to the page again. The note shows only where the script runs (admin.css
+    shows ``.cairnq-live-note`` inside ``.cairnq-live-on``).
+    """
+    if run_is_live(run):
+        return format_html(
+            '<span class="cairnq-wf-ended">{}</span> <span class="cairnq-live-note">{}</span>',
+            ended_text(run), _("(updates every %(s)d s; reload the page for the graph)") % {"s": REFRESH_MS // 1000},
+        )
+    return format_html(
+        '<span class="cairnq-wf-ended" data-cairnq-final>{}</span> {} <a href="{}" class="cairnq-wf-reload">{}</a>',
+        ended_text(run), run_status_badge(run.status), page_url, _("Reload the page"),
+    )
+
+
 @admin.register(WorkflowRun)
 class WorkflowRunAdmin(admin.ModelAdmin):
     """Read-only workflows list and detail, with permission-gated cancel and retry."""
@@ -83,12 +126,12 @@ class WorkflowRunAdmin(admin.ModelAdmin):
     empty_value_display = EMPTY
     actions = [cancel_workflows, retry_workflows]
     readonly_fields = (
-        "id", "name", "key", "kind", "status_cell", "ended_cell", "failed_display", "created_display",
+        "id", "name", "key", "kind", "status_cell", "ended_display", "failed_display", "created_display",
         "finished_display",
     )
     fieldsets = (
         (None, {"fields": ("id", "name", "key", "kind", "status_cell")}),
-        (_("Progress"), {"fields": ("ended_cell", "failed_display", "created_display", "finished_display")}),
+        (_("Progress"), {"fields": ("ended_display", "failed_display", "created_display", "finished_display")}),
     )
 
     class Media:
@@ -142,6 +185,7 @@ class WorkflowRunAdmin(admin.ModelAdmin):
         return [
             path("<path:object_id>/cancel/", wrap(self.cancel_view), name=f"{prefix}_cancel"),
             path("<path:object_id>/retry/", wrap(self.retry_view), name=f"{prefix}_retry"),
+            path("<path:object_id>/progress/", wrap(self.progress_view), name=f"{prefix}_progress"),
             *super().get_urls(),
         ]
 
@@ -150,6 +194,21 @@ class WorkflowRunAdmin(admin.ModelAdmin):
 
     def retry_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
         return retry_one(self, request, object_id)
+
+    def progress_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        """A run's live region alone, for the page's script: whoever may open the page may read it.
+
+        The permission is checked before the lookup, so a user who may not
+        see runs learns nothing of which ids exist.
+        """
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        run = self.get_object(request, object_id)
+        if run is None:
+            raise Http404
+        response = HttpResponse(progress_fragment(run, self.page_url(run)))
+        response["X-Cairnq-Fragment"] = FRAGMENT
+        return response
 
     def render_change_form(
         self,
@@ -168,9 +227,13 @@ class WorkflowRunAdmin(admin.ModelAdmin):
                 cairnq_retry_url=reverse(f"{name}:cairnq_workflowrun_retry", args=[obj.pk]),
                 cairnq_can_cancel=may_act and obj.status == RunStatus.RUNNING,
                 cairnq_can_retry=may_act and obj.nodes_left == 0 and obj.status != RunStatus.SUCCEEDED,
+                cairnq_live=run_is_live(obj),
                 **self.graph_context(obj),
             )
         return super().render_change_form(request, context, add, change, form_url, obj)
+
+    def page_url(self, run: WorkflowRun) -> str:
+        return reverse(f"{self.admin_site.name}:cairnq_workflowrun_change", args=[run.pk])
 
     def graph_context(self, run: WorkflowRun) -> dict[str, Any]:
         """The drawn graph and its legend: two queries, whatever the run's size."""
@@ -216,8 +279,7 @@ class WorkflowRunAdmin(admin.ModelAdmin):
 
     @admin.display(description=_("ended"))
     def ended_cell(self, obj: WorkflowRun) -> str:
-        ended = obj.nodes_total - obj.nodes_left
-        return str(_("%(ended)d of %(total)d ended") % {"ended": ended, "total": obj.nodes_total})
+        return ended_text(obj)
 
     # Sorting by creation sorts by id: the same order, served by the primary key.
     @admin.display(description=_("created"), ordering="id")
@@ -229,6 +291,18 @@ class WorkflowRunAdmin(admin.ModelAdmin):
         return when_text(obj.finished_at_ms)
 
     # ---- detail page -----------------------------------------------------
+    @admin.display(description=_("ended"))
+    def ended_display(self, obj: WorkflowRun) -> SafeString | str:
+        """The count; while it can still move, inside the region the script refreshes (``#cairnq-live``)."""
+        if not run_is_live(obj):
+            return ended_text(obj)
+        return format_html(
+            '<span id="cairnq-live" data-cairnq-refresh-ms="{}" data-cairnq-fragment-url="{}" '
+            'data-cairnq-fragment="{}">{}</span>',
+            REFRESH_MS, reverse(f"{self.admin_site.name}:cairnq_workflowrun_progress", args=[obj.pk]), FRAGMENT,
+            progress_fragment(obj, self.page_url(obj)),
+        )
+
     @admin.display(description=_("nodes failed"))
     def failed_display(self, obj: WorkflowRun) -> SafeString | str:
         return number_text(obj.nodes_failed)

@@ -3,8 +3,10 @@
 Pins what the test client cannot see: the drawn graph shows every node as
 a box inside its scrolling frame (the page itself never scrolls sideways),
 a node's box is a link a click follows, the task's page leads back, an
-ended run's outcomes are told apart by colour, and the Cancel and Retry
-buttons change the run. Screenshots land in ``var/screenshots/``.
+ended run's outcomes are told apart by colour, the Cancel and Retry
+buttons change the run, and a batch's "N of M ended" moves while its page
+is open, with no reload, and stops being fetched once the batch has ended.
+Screenshots land in ``var/screenshots/``.
 """
 
 from __future__ import annotations
@@ -156,3 +158,53 @@ def test_a_1000_node_graph_loads_in_chromium(
     with capsys.disabled():
         print(f"\n1,000-node page in Chromium: response {timing['response']:.0f} ms, load {timing['loaded']:.0f} ms")
     shot(page, "1000-nodes")
+
+
+def test_a_batchs_count_moves_while_its_page_is_open(page: Any, live_server: Any, store: Any) -> None:  # noqa: F811
+    batch = cq.Batch("mailing", on_finish=cq.signature(STEP, {"node": "report"}))
+    with batch:
+        # Two members on a queue of their own, so a worker can end those two first.
+        for index in range(2):
+            cq.submit(STEP, {"node": index}, queue="wf-early")
+        for index in range(2, 4):
+            cq.submit(STEP, {"node": index})
+    User.objects.create_superuser("operator", password="s3cret-pass")
+    base = live_server.url
+    log_in(page, base, "operator", "s3cret-pass")
+
+    page.goto(base + reverse("admin:cairnq_workflowrun_change", args=[batch.id]))
+    live = page.locator("#cairnq-live")
+    assert live.locator(".cairnq-wf-ended").inner_text() == "0 of 5 ended"
+    page.wait_for_selector("#cairnq-live.cairnq-live-on")
+    assert "updates every 2 s" in live.inner_text()  # the note shows only where the script runs
+    page.evaluate("window.cairnqNoReload = 'still here'")
+
+    # A real worker ends the two early members while the page is open.
+    call_command("cairnq_worker", "--burst", "--queue", "wf-early", "--task", STEP, verbosity=0)
+    page.wait_for_function(
+        "document.querySelector('#cairnq-live .cairnq-wf-ended').innerText === '2 of 5 ended'", timeout=15_000
+    )
+    assert page.evaluate("window.cairnqNoReload") == "still here"
+    shot(page, "batch-live")
+
+    # The rest end, the callback with them: the count reaches the total, the status shows, polling stops.
+    for _ in range(10):
+        if batch.run.done:
+            break
+        call_command("cairnq_worker", "--burst", "--task", STEP, verbosity=0)
+        advance.sweep(get_store().alias)
+    assert batch.run.status == "succeeded"
+    page.wait_for_selector("#cairnq-live [data-cairnq-final]", timeout=15_000)
+    assert live.locator(".cairnq-wf-ended").inner_text() == "5 of 5 ended"
+    assert live.locator(".cairnq-badge").inner_text().lower() == "succeeded"
+    assert page.evaluate("window.cairnqNoReload") == "still here"
+    shot(page, "batch-ended")
+    assert live.locator("a.cairnq-wf-reload").get_attribute("href") == page.url.removeprefix(base)
+    refreshed = live.get_attribute("data-cairnq-refreshed")
+    page.wait_for_timeout(5_000)  # two and a half refresh intervals
+    assert live.get_attribute("data-cairnq-refreshed") == refreshed
+    # The link draws the whole page again: the outcome everywhere, nothing left to refresh.
+    live.locator("a.cairnq-wf-reload").click()
+    page.wait_for_selector(".field-status_cell .cairnq-badge--succeeded")
+    assert page.locator("#cairnq-live").count() == 0 and page.locator('button[name="cancel"]').count() == 0
+    assert page.locator(".cairnq-wf-node--succeeded").count() == 5

@@ -5,8 +5,12 @@ that matches the wrong runs; a page that leaves a node out of the graph, or
 does not link a node's box to its task; cancel or retry offered to (or a
 forged POST honoured for) a staff user without ``change_workflow_state``;
 an action that changes a run without an admin log entry or a message; a
-task page that does not lead back to its workflow; and a 1,000-node page
-that fails, or reads the database once per node.
+task page that does not lead back to its workflow; a 1,000-node page
+that fails, or reads the database once per node; a running run's page
+without its live count, or that count's view answering a user who may not
+see the page, or telling a count that is not the run's; an open batch read
+as "-1 ended"; and a list past the count cap that states the cap as its
+size.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import pytest
 from django.contrib.admin.models import LogEntry
 from django.contrib.auth.models import Permission, User
 from django.contrib.contenttypes.models import ContentType
+from django.core.management import call_command
 from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
@@ -28,7 +33,7 @@ import cairnq_django as cq
 from cairnq_django.models import Task
 from cairnq_django.store import get_store
 from cairnq_django.workflows import advance
-from cairnq_django.workflows.models import WorkflowRun
+from cairnq_django.workflows.models import RunStatus, WorkflowRun
 
 from . import make_task
 
@@ -92,6 +97,16 @@ def drawing(html: str) -> str:
 
 def messages_of(response: Any) -> list[str]:
     return [str(message) for message in response.context["messages"]]
+
+
+def run_until_done(run: Any) -> None:
+    """Burst workers and the repair pass until every node of ``run`` has ended (as tests/workflows does)."""
+    for _ in range(10):
+        if run.done:
+            return
+        call_command("cairnq_worker", "--burst", "--task", STEP, "--concurrency", "2", verbosity=0)
+        advance.sweep(get_store().alias)
+    raise AssertionError(f"{run} did not end: {run.nodes()}")
 
 
 def test_the_list_shows_runs_newest_first_with_status_kind_and_nodes_ended(root: Client) -> None:
@@ -284,3 +299,89 @@ def test_a_node_tasks_page_links_to_its_workflow(root: Client, store: Any) -> No
     html = root.get(reverse("admin:cairnq_task_change", args=[task_id])).content.decode()
     assert "cairnq-workflow-link" not in html and f"{run.id} (no longer stored)" in html
     assert Task.objects.filter(pk=task_id).exists()
+
+
+def test_a_running_batchs_count_is_live_and_its_view_follows_the_members(cairnq_db: Any) -> None:
+    batch = cq.Batch(on_finish=cq.signature(STEP))
+    with batch:
+        members = [cq.submit(STEP, {"node": index}) for index in range(3)]
+    url = reverse("admin:cairnq_workflowrun_progress", args=[batch.id])
+    viewer = client_for(workflow_staff("viewer", "view_workflowrun"))
+
+    # The page holds the region the dashboard's script refreshes, and loads the script.
+    page = viewer.get(page_of(batch)).content.decode()
+    assert (
+        f'<span id="cairnq-live" data-cairnq-refresh-ms="2000" data-cairnq-fragment-url="{url}" '
+        'data-cairnq-fragment="workflow-progress"><span class="cairnq-wf-ended">0 of 4 ended</span>'
+    ) in page
+    assert "cairnq/dashboard.js" in page
+
+    def fragment() -> str:
+        response = viewer.get(url)
+        assert response.status_code == 200 and response["X-Cairnq-Fragment"] == "workflow-progress"
+        return response.content.decode()
+
+    first = fragment()
+    assert first.startswith('<span class="cairnq-wf-ended">0 of 4 ended</span>') and "data-cairnq-final" not in first
+    # Two members end (an operator cancels them; the repair pass counts them down): the view says so.
+    for member in members[:2]:
+        cq.cancel(member.id)
+    advance.sweep(get_store().alias)
+    assert fragment().startswith('<span class="cairnq-wf-ended">2 of 4 ended</span>')
+
+    run_until_done(batch.run)
+    status = batch.run.status
+    # The end: the status beside the count, the mark that stops the script, a way back to the whole page.
+    assert fragment() == (
+        '<span class="cairnq-wf-ended" data-cairnq-final>4 of 4 ended</span> '
+        f'<span class="cairnq-badge cairnq-badge--{status}">{RunStatus(status).label}</span> '
+        f'<a href="{page_of(batch)}" class="cairnq-wf-reload">Reload the page</a>'
+    )
+    # An ended run's page is plain: no region, no script.
+    page = viewer.get(page_of(batch)).content.decode()
+    assert 'id="cairnq-live"' not in page and "cairnq/dashboard.js" not in page and "4 of 4 ended" in page
+
+
+def test_the_live_count_answers_only_who_may_open_the_page(cairnq_db: Any) -> None:
+    run = diamond()
+    url = reverse("admin:cairnq_workflowrun_progress", args=[run.id])
+    anonymous = Client().get(url)
+    assert anonymous.status_code == 302 and "/login/" in anonymous["Location"]
+    # change_workflow_state without view_workflowrun: the page is refused, and so is its count.
+    blind = client_for(workflow_staff("blind", "change_workflow_state"))
+    assert blind.get(page_of(run)).status_code == 403
+    assert blind.get(url).status_code == 403
+    assert blind.get(reverse("admin:cairnq_workflowrun_progress", args=["wf_missing"])).status_code == 403
+    viewer = client_for(workflow_staff("viewer", "view_workflowrun"))
+    assert viewer.get(url).status_code == 200
+    assert viewer.get(reverse("admin:cairnq_workflowrun_progress", args=["wf_missing"])).status_code == 404
+    # An id no row can hold (PostgreSQL would refuse the query) is "no such run" too.
+    assert viewer.get(reverse("admin:cairnq_workflowrun_progress", args=["bad\x00id"])).status_code == 404
+
+
+def test_an_open_batch_with_nothing_ended_reads_zero_ended(root: Client) -> None:
+    # While open, nodes_left counts the close too: 0 nodes, 1 left.
+    with cq.Batch() as batch:
+        assert "0 of 0 ended" in root.get(page_of(batch)).content.decode()
+        listed = root.get(reverse(CHANGELIST)).content.decode()
+        assert "0 of 0 ended" in listed and "-1 of" not in listed
+
+
+def test_a_list_past_the_count_cap_does_not_state_the_cap_as_its_size(root: Client) -> None:
+    # 10,001 runs, one statement: one more than the paginator counts (EstimatedCountPaginator).
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            INSERT INTO cairnq_django_workflow (id, name, kind, status, nodes_total, nodes_left, nodes_failed,
+                                                created_at_ms)
+            WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 10001)
+            SELECT 'wf_cap' || (100000 + i), 'capped', 'group', 'succeeded', 1, 0, 0, 1000 + i FROM n
+            """
+        )
+    html = root.get(reverse(CHANGELIST)).content.decode()
+    paginator = html[html.index('<p class="paginator">'):]
+    paginator = paginator[:paginator.index("</p>")]
+    # "more than 10000", or on PostgreSQL "about N" once the planner has counted the table.
+    assert re.search(r"(more than 10000|about \d+)\s+workflows", paginator), paginator
+    narrowed = root.get(reverse(CHANGELIST), {"name": "capped"}).content.decode()
+    assert re.search(r"more than 10000\s+workflows", narrowed)
