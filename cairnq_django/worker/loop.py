@@ -631,14 +631,10 @@ class Worker(AttemptOwner):
                     return
                 self.waker.wait(poll_s)
                 continue
-            # A wake-up from LISTEN (work arrived in our queues) is worth
-            # drawing at once, without asking the probe first. A freed slot is
-            # only when the last draw came back full (the planner knows): else
-            # one probe answers for every source, and a worker serving many
-            # names does not draw each of them while its settler commits the
-            # very task (a workflow's next step) it will be woken for.
+            # A wake-up from LISTEN (work arrived in our queues) or a freed
+            # slot: worth drawing at once, without asking the probe first.
+            hinted = self.store.dialect == "postgres" and self.waker.event.is_set()
             notified = self.waker.notified
-            hinted = self.store.dialect == "postgres" and notified
             self.waker.arm()
             seen_releases = self.budgets.releases
             # Burst ends only after an empty claim that started with nothing in

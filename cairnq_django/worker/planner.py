@@ -128,7 +128,7 @@ class ClaimPlanner:
     def poll(self, *, hinted: bool, remaining: int | None) -> Drawn:
         """Run one poll: claim sessions of one draw each, up to the first that gets rows.
 
-        ``hinted``: a LISTEN notification woke the worker (work arrived).
+        ``hinted``: a LISTEN notification or a freed slot woke the worker.
         ``remaining``: how many more rows the worker may claim (None: no limit).
 
         The protocol's poll draws every source in one transaction; here each
