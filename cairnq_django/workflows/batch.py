@@ -9,8 +9,11 @@ A batch is a workflow run of kind ``batch`` (docs/workflows.md, "Batches").
 Each member is a node released at once: the submit inserts its task and its
 node in one transaction. The callbacks are held nodes with no edges: each
 starts at one (the batch still open), a member's join adds to them, a
-member's end or the close takes from them (``advance.finish``), so a
-member's end costs the same statements whatever the batch's size.
+member's end or the close takes from them (``advance.py``), so a
+member's end costs the same statements whatever the batch's size. A join
+counts the run up only while it is running: once canceled, the batch
+refuses members (docs/workflows.md, "Batches", "Cancel while the block is
+open").
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from . import advance
 from .canvas import Signature
 from .current import current_batch
 from .graph import WorkflowError
-from .models import NodeState, WorkflowNode, WorkflowRun
+from .models import NodeState, RunStatus, WorkflowNode, WorkflowRun
 from .run import WorkflowRunHandle
 from .submit import RUN_ID_PREFIX
 
@@ -42,9 +45,12 @@ if TYPE_CHECKING:
     from ..store.base import Store, SubmitSpec
 
 # A join adds its members to the run's counts and to its held callbacks', in the join's transaction.
+# Only while the run is running: a join that finds it canceled rolls back what it wrote. The run's
+# row, locked from here to the commit, orders a join and a cancel_workflow: the cancel waits for the
+# join and then finds (and cancels) its members, or the join waits for the cancel and is refused.
 _JOIN_RUN = """
 UPDATE cairnq_django_workflow SET nodes_total = nodes_total + %(joined)s, nodes_left = nodes_left + %(joined)s
-WHERE id = %(run_id)s
+WHERE id = %(run_id)s AND status = 'running'
 """
 _JOIN_CALLBACKS = """
 UPDATE cairnq_django_workflow_node SET parents_left = parents_left + %(joined)s
@@ -58,7 +64,9 @@ class Batch:
     ``on_success`` runs if every member succeeded, ``on_failure`` if one
     failed or was canceled, ``on_finish`` either way: each once, after the
     batch closed (the block exited). An empty batch's ``on_success`` and
-    ``on_finish`` run at its close. A batch is entered once.
+    ``on_finish`` run at its close. A batch is entered once. Once canceled
+    (``cancel_workflow(batch.id)``) it runs no callback, and a submit inside
+    the block raises ``WorkflowError``.
     """
 
     def __init__(
@@ -83,6 +91,8 @@ class Batch:
         self._numbers = itertools.count(1)
         self._token: Token[Any] | None = None
         self._closed = False
+        # Why a submit was refused (the batch was canceled): later submits are refused at once.
+        self._refused: str | None = None
 
     @property
     def id(self) -> str | None:
@@ -159,10 +169,15 @@ class Batch:
 
         Each task and its node in one transaction. A keyed submit that found
         an existing task returns it without making it a member: it may be
-        another batch's, or none.
+        another batch's, or none. Once the batch was canceled
+        (``cancel_workflow``, from this process or any other) a submit raises
+        ``WorkflowError`` and leaves nothing.
         """
         if self.run is None or self._closed:
             raise WorkflowError(f"batch {self.name!r} is not open")
+        if self._refused is not None:
+            # A canceled batch stays canceled (retry_workflow refuses batches): no need to write and roll back again.
+            raise WorkflowError(self._refused)
         run_id = self.run.id
         names: list[str] = []
         marked = []
@@ -187,11 +202,26 @@ class Batch:
             ]
             if joined:
                 WorkflowNode.objects.using(alias).bulk_create(joined)
-                with transaction.get_connection(alias).cursor() as cursor:
-                    params = {"run_id": run_id, "joined": len(joined)}
-                    cursor.execute(_JOIN_RUN, params)
+            params = {"run_id": run_id, "joined": len(joined)}
+            with transaction.get_connection(alias).cursor() as cursor:
+                # Last, so the run's row is locked only briefly: each member's end counts it down too.
+                cursor.execute(_JOIN_RUN, params)
+                if cursor.rowcount == 0:
+                    self._refused = self._refusal(alias, run_id)
+                    # Raised inside the atomic block: the tasks and nodes written above are rolled back.
+                    raise WorkflowError(self._refused)
+                if joined:
                     cursor.execute(_JOIN_CALLBACKS, params)
         return rows
+
+    def _refusal(self, alias: str, run_id: str) -> str:
+        """Why the run took no member: it was canceled (or, rarely, deleted) while the block was open."""
+        status = WorkflowRun.objects.using(alias).filter(id=run_id).values_list("status", flat=True).first()
+        if status == RunStatus.CANCELED:
+            why = "was canceled (cairnq.cancel_workflow): it takes no more tasks"
+        else:
+            why = f"is {status}" if status else "is gone (its run was deleted)"
+        return f"batch {self.name!r} ({run_id}) {why}; nothing was submitted"
 
 
 __all__ = ["Batch"]

@@ -12,7 +12,7 @@ from collections import Counter
 from typing import Any
 
 from asgiref.sync import sync_to_async
-from django.db import transaction
+from django.db import OperationalError, transaction
 
 from ..exceptions import TaskTimeout
 from ..store import get_store
@@ -22,6 +22,10 @@ from .models import ENDED_STATES, NodeState, RunStatus, WorkflowEdge, WorkflowNo
 
 POLL_S = 0.05
 MAX_POLL_S = 0.5
+# Results are read this many task ids a query: a batch callback's parents are all its members.
+RESULTS_CHUNK = 1_000
+# Tries of cancel_workflow when PostgreSQL ends it as a deadlock's victim.
+CANCEL_ATTEMPTS = 3
 
 
 class WorkflowNotFound(LookupError):
@@ -119,7 +123,34 @@ def cancel_workflow(run_id: str) -> int:
 
     The run reads ``canceled`` from here on; it is finished once the tasks
     asked to cancel have ended (a handler that returns first still succeeds).
+    A batch runs none of its callbacks after it (held ones end canceled,
+    released ones are canceled as tasks) and, while still open, refuses new
+    members: its run's status is changed first, under the row lock a member's
+    join takes, so a join either committed before (its task is canceled here)
+    or is refused after.
+
+    It locks the run, then its tasks; a worker settling one of them locks the
+    task, then the run. When the two meet, PostgreSQL ends one of them as a
+    deadlock; a cancel in a transaction of its own then starts over (the
+    worker's settlement retries as after any lost connection).
     """
+    alias = get_store().alias
+    for attempt in range(1, CANCEL_ATTEMPTS + 1):
+        try:
+            return _cancel(run_id)
+        except OperationalError as exc:
+            if attempt == CANCEL_ATTEMPTS or transaction.get_connection(alias).in_atomic_block or not _deadlock(exc):
+                raise
+    raise AssertionError("unreachable: the last attempt returns or raises")
+
+
+def _deadlock(exc: OperationalError) -> bool:
+    """Whether PostgreSQL ended the statement as a deadlock's victim (SQLSTATE 40P01; psycopg 3 or 2)."""
+    cause = exc.__cause__
+    return getattr(cause, "sqlstate", None) == "40P01" or getattr(cause, "pgcode", None) == "40P01"
+
+
+def _cancel(run_id: str) -> int:
     store = get_store()
     alias = store.alias
     with transaction.atomic(using=alias):
@@ -186,14 +217,28 @@ def parent_results(task_id: str) -> dict[str, Any]:
     """What the parents of the node whose task is ``task_id`` returned, by node name.
 
     A parent that did not succeed (skipped, failed with ``on_parent_failure="run"``) is left out.
+    A batch's callback has no edges: its parents are the batch's members (``<task>#<n>``).
+    Two queries and one per ``RESULTS_CHUNK`` parents that succeeded, whatever their number.
     """
     alias = get_store().alias
-    node = WorkflowNode.objects.using(alias).filter(task_id=task_id).values_list("id", flat=True).first()
-    if node is None:
+    found = (
+        WorkflowNode.objects.using(alias)
+        .filter(task_id=task_id)
+        .values_list("id", "run_id", "name", "run__kind")
+        .first()
+    )
+    if found is None:
         return {}
-    parent_ids = WorkflowEdge.objects.using(alias).filter(child_id=node).values_list("parent_id", flat=True)
-    done = _succeeded_tasks(alias, WorkflowNode.objects.filter(id__in=list(parent_ids)))
-    return {done[found]: result for found, result in _results_of(alias, list(done))}
+    node_id, run_id, name, kind = found
+    if kind == advance.BATCH_KIND and name in advance.BATCH_CALLBACKS:
+        # Every node of the run but the callbacks: on_finish must not see on_success's result.
+        parents = WorkflowNode.objects.filter(run_id=run_id).exclude(name__in=advance.BATCH_CALLBACKS)
+    else:
+        # A subquery, not a list of ids: a chord's callback may have 10,000 parents.
+        parent_ids = WorkflowEdge.objects.using(alias).filter(child_id=node_id).values("parent_id")
+        parents = WorkflowNode.objects.filter(id__in=parent_ids)
+    done = _succeeded_tasks(alias, parents)
+    return {done[parent_task]: result for parent_task, result in _results_of(alias, list(done))}
 
 
 def _succeeded_tasks(alias: str, nodes: Any) -> dict[str, str]:
@@ -206,10 +251,13 @@ def _results_of(alias: str, task_ids: list[str]) -> list[tuple[str, Any]]:
     # cairnq_django.models imports this package's models: imported here to keep the import graph acyclic.
     from ..models import Task
 
-    if not task_ids:
-        return []
-    # The field decodes each result (an undecodable one arrives as ``Undecodable``).
-    return list(Task.objects.using(alias).filter(id__in=task_ids).values_list("id", "result"))
+    found: list[tuple[str, Any]] = []
+    # In chunks: an IN list of every member of a large batch could pass SQLite's limit on parameters.
+    for start in range(0, len(task_ids), RESULTS_CHUNK):
+        chunk = task_ids[start : start + RESULTS_CHUNK]
+        # The field decodes each result (an undecodable one arrives as ``Undecodable``).
+        found.extend(Task.objects.using(alias).filter(id__in=chunk).values_list("id", "result"))
+    return found
 
 
 __all__ = [

@@ -8,6 +8,7 @@ Members run on a real worker in this process (``run_until_done``, as in test_wor
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 from typing import Any
 
@@ -21,6 +22,7 @@ from cairnq_django.models import Task
 from cairnq_django.store import get_store
 from cairnq_django.workflows import advance
 from cairnq_django.workflows.models import WorkflowNode, WorkflowRun
+from cairnq_django.workflows.run import parent_results
 
 from .test_workflows import STEP, run_until_done, states
 
@@ -48,7 +50,10 @@ def test_every_member_succeeding_runs_on_success_and_on_finish_once(cairnq_db: A
     row = batch.run.row()
     assert (row.kind, row.nodes_total, row.nodes_left, row.nodes_failed) == ("batch", 8, 0, 0)
     assert Task.objects.count() == 7  # each callback that ran inserted once
-    assert batch.run.results()["on_finish"] == {"node": "on_finish", "parents": {}}
+    # Its parents are the members, by node name; never the other callback, which ran beside it.
+    members = {f"{STEP}#{n + 1}": {"node": n, "parents": {}} for n in range(5)}
+    assert batch.run.results()["on_finish"] == {"node": "on_finish", "parents": members}
+    assert batch.run.results()["on_success"] == {"node": "on_success", "parents": members}
 
 
 def test_a_failed_member_runs_on_failure_not_on_success(cairnq_db: Any) -> None:
@@ -63,6 +68,56 @@ def test_a_failed_member_runs_on_failure_not_on_success(cairnq_db: Any) -> None:
     assert callback_states(batch) == {"on_success": "skipped", "on_failure": "succeeded", "on_finish": "succeeded"}
     assert batch.run.status == "failed"
     assert batch.run.nodes()["on_success"].error == "skipped: a member failed"
+
+
+def test_a_callbacks_parent_results_are_the_members_that_succeeded(cairnq_db: Any) -> None:
+    # The demo app's tasks register on import: imported by the test that submits by handler.
+    from testproject.demo.tasks import wf_step
+
+    batch = cq.Batch(**callbacks(on_success=1, on_failure=1, on_finish=1))
+    with batch:
+        wf_step.submit({"node": "first"})
+        wf_step.submit({"fail": True})
+        cq.submit_many([(STEP, {"node": "third"}), (STEP, {"node": "fourth"})])
+    run_until_done(batch.run)
+    succeeded = {
+        f"{STEP}#1": {"node": "first", "parents": {}},
+        f"{STEP}#3": {"node": "third", "parents": {}},
+        f"{STEP}#4": {"node": "fourth", "parents": {}},
+    }
+    results = batch.run.results()
+    assert results["on_finish"]["parents"] == succeeded
+    assert results["on_failure"]["parents"] == succeeded
+    assert "on_success" not in results
+
+
+def test_a_callbacks_parent_results_take_a_bounded_number_of_queries(cairnq_db: Any) -> None:
+    size = 2_001
+    batch = cq.Batch(**callbacks(on_finish=1))
+    with batch:
+        members = cq.submit_many([(STEP, {"node": n}) for n in range(size)])
+    cq.cancel(members[0].id)  # one member that did not succeed
+    store = get_store()
+    claimed = store.claim(["default"], "worker_upstream", lease_ms=60_000, limit=size)
+    store.complete_many("worker_upstream", [(row.id, json.dumps({"n": row.payload["node"]})) for row in claimed])
+    advance.tasks_ended(store.alias, [(members[0].id, "canceled")] + [(row.id, "succeeded") for row in claimed])
+    on_finish = batch.run.nodes()["on_finish"]
+    assert on_finish.state == "released"
+    with CaptureQueriesContext(connection) as queries:
+        found = parent_results(on_finish.task_id)
+    # The callback's node, the succeeded members, then their results 1,000 ids a query.
+    assert len(queries) == 2 + 2, [query["sql"][:120] for query in queries]
+    assert found == {f"{STEP}#{n + 1}": {"n": n} for n in range(1, size)}
+
+
+def test_a_workflow_node_named_like_a_callback_reads_its_own_parents(cairnq_db: Any) -> None:
+    wf = cq.Workflow("not a batch")
+    first = wf.add("first", STEP, {"node": "first"})
+    wf.add("unrelated", STEP, {"node": "unrelated"})
+    wf.add("on_finish", STEP, {"node": "on_finish"}, after=[first])
+    run = wf.submit()
+    run_until_done(run)
+    assert run.results()["on_finish"]["parents"] == {"first": {"node": "first", "parents": {}}}
 
 
 def test_callbacks_wait_for_the_close_and_a_member_added_after_others_ended_counts(cairnq_db: Any) -> None:
@@ -90,6 +145,22 @@ def run_until_done_members(batch: cq.Batch) -> None:
             return
         call_command("cairnq_worker", "--burst", "--task", STEP, verbosity=0)
     raise AssertionError("members did not end")
+
+
+def test_a_keyed_submit_that_finds_a_task_joins_nothing_and_counts_nothing(cairnq_db: Any) -> None:
+    existing = cq.submit(STEP, {"node": "outside"}, key="report-7")
+    batch = cq.Batch(**callbacks(on_finish=1))
+    with batch:
+        again = cq.submit(STEP, {"node": "again"}, key="report-7")
+        rows = cq.submit_many([{"name": STEP, "key": "report-7"}, (STEP, {"node": "new"})])
+    assert again.id == rows[0].id == existing.id
+    assert Task.objects.get(id=existing.id).correlation_id is None  # not made a member
+    row = batch.run.row()
+    assert (row.nodes_total, row.nodes_left) == (2, 2)  # the one new member and the callback
+    assert batch.run.nodes()["on_finish"].parents_left == 1
+    run_until_done(batch.run)
+    assert callback_states(batch) == {"on_finish": "succeeded"}
+    assert set(batch.run.results()["on_finish"]["parents"]) == {f"{STEP}#3"}
 
 
 def test_an_empty_batch_runs_on_success_and_on_finish_at_its_close(cairnq_db: Any) -> None:
