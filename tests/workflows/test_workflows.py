@@ -8,11 +8,13 @@ store's own calls, and the sweeper's pass is called directly.
 
 from __future__ import annotations
 
+import threading
+import time
 from typing import Any
 
 import pytest
 from django.core.management import call_command
-from django.db import connection, transaction
+from django.db import connection, connections, transaction
 from django.test.utils import CaptureQueriesContext
 
 import cairnq_django as cq
@@ -206,6 +208,41 @@ def test_cancel_workflow_cancels_held_nodes_and_running_tasks(cairnq_db: Any) ->
     assert run.done and run.status == "canceled"
     with pytest.raises(cq.WorkflowNotFound):
         cq.cancel_workflow("wf_nope")
+
+
+def test_cancel_workflow_starts_over_when_a_settlement_deadlocks_it(cairnq_db: Any, dialect: str) -> None:
+    """The cancel locks the run then its tasks; a settling worker the task then the run. PostgreSQL ends
+    the cancel as the deadlock's victim (it waited first); the cancel starts over and succeeds."""
+    if dialect != "postgres":
+        pytest.skip("SQLite runs one writer at a time: there is no deadlock to meet")
+    run = cq.chain(cq.signature(STEP), cq.signature(STEP)).submit()
+    [claimed] = get_store().claim(["default"], "worker_settling", lease_ms=30_000)
+    settling = connections.create_connection("default")
+    answer: list[Any] = []
+    try:
+        with settling.cursor() as cursor:
+            cursor.execute("BEGIN")
+            cursor.execute("UPDATE cairnq_tasks SET progress = 0.5 WHERE id = %s", [claimed.id])
+            canceling = threading.Thread(target=lambda: answer.append(_outcome(cq.cancel_workflow, run.id)))
+            canceling.start()
+            time.sleep(0.3)  # the cancel holds the run and waits for the task
+            # The settlement's advance takes the run: a deadlock, detected by the cancel (it waited first).
+            cursor.execute("UPDATE cairnq_django_workflow SET nodes_failed = nodes_failed WHERE id = %s", [run.id])
+            cursor.execute("COMMIT")
+        canceling.join(30)
+    finally:
+        settling.close()
+    assert answer == [2], answer  # one held node canceled, one running task asked to cancel
+    assert run.status == "canceled"
+
+
+def _outcome(call: Any, *args: Any) -> Any:
+    try:
+        return call(*args)
+    except Exception as exc:  # noqa: BLE001 - the test reads what the thread raised
+        return exc
+    finally:
+        connection.close()
 
 
 def test_fan_in_costs_the_same_statements_per_parent_whatever_the_width(cairnq_db: Any) -> None:
