@@ -158,7 +158,7 @@ class _Advancer:
         self.ended = 0
 
     def advance(self, ended: list[tuple[Any, ...]]) -> None:
-        """Carry the ends in ``ended`` ((node id, run id, state) rows) through, until nothing moves."""
+        """Carry the ends in ``ended`` ((node id, run id, state, has children) rows) through, until nothing moves."""
         while ended or self.ready or self.runs:
             if ended:
                 self._tally(ended)
@@ -171,7 +171,7 @@ class _Advancer:
                 ended = self._count_runs_down()
 
     def _tally(self, ended: list[tuple[Any, ...]]) -> None:
-        for _node_id, run_id, state in ended:
+        for _node_id, run_id, state, _has_children in ended:
             self.ended += 1
             counts = self.runs.setdefault(run_id, [0, 0])
             counts[0] += 1
@@ -179,7 +179,13 @@ class _Advancer:
 
     def _count_children_down(self, ended: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
         """Count down the children of ``ended``; note the ready ones; end the ones a failure cancels or skips."""
-        parents = [{"id": node_id, "failed": int(state in _FAILED_STATES)} for node_id, _run, state in ended]
+        parents = [
+            {"id": node_id, "failed": int(state in _FAILED_STATES)}
+            for node_id, _run, state, has_children in ended
+            if has_children
+        ]
+        if not parents:
+            return []
         closed = []
         for child_id, parents_left, parents_failed, policy in statements.execute(self.alias, "count_down", parents):
             if parents_left > 0:

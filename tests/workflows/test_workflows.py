@@ -295,6 +295,20 @@ def test_a_failure_cancels_the_rest_of_a_long_chain_in_one_transaction(cairnq_db
     assert len(task_rows(run)) == 1  # nothing after the failure was released
 
 
+def test_ends_of_nodes_without_children_skip_the_count_down(cairnq_db: Any) -> None:
+    run = cq.group([cq.signature(STEP) for _ in range(5)]).submit()
+    store = get_store()
+    claimed = store.claim(["default"], "worker_upstream", lease_ms=30_000, limit=5)
+    for task in claimed:
+        store.complete(task.id, "worker_upstream", None)
+    with CaptureQueriesContext(connection) as queries:
+        assert advance.tasks_ended(store.alias, [(task.id, "succeeded") for task in claimed]) == 5
+    sent = [query["sql"].splitlines()[0] for query in queries.captured_queries]
+    assert "-- workflows: count_down" not in sent, sent
+    assert "-- workflows: count_runs_down" in sent
+    assert run.done and run.status == "succeeded"
+
+
 def test_the_sweep_advances_many_stalled_nodes_together(cairnq_db: Any) -> None:
     run = cq.group([cq.signature(STEP) for _ in range(20)]).submit()
     store = get_store()

@@ -10,4 +10,6 @@ SET state = e.state, error = e.error, ended_at_ms = (extract(epoch from clock_ti
 FROM jsonb_to_recordset(%(ended)s::jsonb) AS e(id bigint, state text, error text)
 WHERE n.id = ANY(ARRAY(SELECT (x ->> 'id')::bigint FROM jsonb_array_elements(%(ended)s::jsonb) AS x))
   AND n.id = e.id AND n.state = 'held'
-RETURNING n.id, n.run_id, n.state
+-- has_children: whether the count-down has anything to count (most nodes of a group have none).
+RETURNING n.id, n.run_id, n.state,
+    EXISTS (SELECT 1 FROM cairnq_django_workflow_edge AS edge WHERE edge.parent_id = n.id) AS has_children

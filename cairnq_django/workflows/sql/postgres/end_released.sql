@@ -12,4 +12,6 @@ SET state = e.state, error = e.error, ended_at_ms = (extract(epoch from clock_ti
 FROM jsonb_to_recordset(%(ended)s::jsonb) AS e(task_id text, state text, error text)
 WHERE n.task_id = ANY(ARRAY(SELECT x ->> 'task_id' FROM jsonb_array_elements(%(ended)s::jsonb) AS x))
   AND n.task_id = e.task_id AND (n.state = 'released') IS TRUE
-RETURNING n.id, n.run_id, n.state
+-- has_children: whether the count-down has anything to count (most nodes of a group have none).
+RETURNING n.id, n.run_id, n.state,
+    EXISTS (SELECT 1 FROM cairnq_django_workflow_edge AS edge WHERE edge.parent_id = n.id) AS has_children

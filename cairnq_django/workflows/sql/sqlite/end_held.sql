@@ -10,4 +10,7 @@ FROM (
     FROM json_each(%(ended)s)
 ) AS e
 WHERE cairnq_django_workflow_node.id = e.ended_id AND cairnq_django_workflow_node.state = 'held'
-RETURNING id, run_id, state
+-- has_children: whether the count-down has anything to count (most nodes of a group have none).
+RETURNING id, run_id, state,
+    EXISTS (SELECT 1 FROM cairnq_django_workflow_edge AS edge
+            WHERE edge.parent_id = cairnq_django_workflow_node.id) AS has_children

@@ -14,4 +14,7 @@ FROM (
 -- The unary + keeps the state test off the index of released nodes (the repair pass's), which a
 -- group of 10,000 in flight fills: without statistics SQLite walked it all for each settlement.
 WHERE cairnq_django_workflow_node.task_id = e.ended_task_id AND +cairnq_django_workflow_node.state = 'released'
-RETURNING id, run_id, state
+-- has_children: whether the count-down has anything to count (most nodes of a group have none).
+RETURNING id, run_id, state,
+    EXISTS (SELECT 1 FROM cairnq_django_workflow_edge AS edge
+            WHERE edge.parent_id = cairnq_django_workflow_node.id) AS has_children
